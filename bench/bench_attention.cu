@@ -1,0 +1,200 @@
+// splash_bench_attention: times the MLA attention kernels at DeepSeek-V3 shapes next to the device's
+// own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
+// absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
+// Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
+// than a few L2s are rotated so that repeated runs do not measure the cache.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace {
+
+using splash::DType;
+using splash::Tensor;
+
+#define CK(expr)                                                                                     \
+  do {                                                                                               \
+    cudaError_t e_ = (expr);                                                                         \
+    if (e_ != cudaSuccess) {                                                                         \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));    \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+Tensor device(DType dt, std::initializer_list<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  void* p = nullptr;
+  CK(cudaMalloc(&p, static_cast<size_t>(n) * splash::dtype_size(dt)));
+  return Tensor(p, dt, shape, splash::Device::CUDA, std::shared_ptr<void>(p, [](void* q) { cudaFree(q); }));
+}
+
+__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
+    p[i] = __float2bfloat16(static_cast<float>(x) * (2.f / 4294967296.f) - 1.f);
+  }
+}
+
+void randomize(const Tensor& t, uint32_t seed) {
+  fill_random<<<1024, 256>>>(t.ptr<__nv_bfloat16>(), static_cast<size_t>(t.numel()), seed);
+  CK(cudaGetLastError());
+}
+
+Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+  Tensor t = device(DType::I32, shape);
+  CK(cudaMemcpy(t.data(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  return t;
+}
+
+// Median milliseconds of `reps` runs of f(rep) after `warm` untimed ones.
+double median_ms(int warm, int reps, const std::function<void(int)>& f) {
+  for (int i = 0; i < warm; ++i) f(i);
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(a));
+    f(warm + i);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms[i], a, b));
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+double copy_bandwidth_gbs() {
+  const size_t bytes = size_t{2} << 30;
+  Tensor a = device(DType::BF16, {static_cast<int64_t>(bytes / 2)}), b = device(DType::BF16, {static_cast<int64_t>(bytes / 2)});
+  randomize(a, 1);
+  const double ms = median_ms(2, 7, [&](int) { CK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); });
+  return 2.0 * bytes / ms / 1e6;  // read + write
+}
+
+double gemm_tflops() {
+  const int n = 8192;
+  Tensor a = device(DType::BF16, {n, n}), b = device(DType::BF16, {n, n}), c = device(DType::BF16, {n, n});
+  randomize(a, 2);
+  randomize(b, 3);
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::exit(1);
+  const float one = 1.f, zero = 0.f;
+  const double ms = median_ms(3, 10, [&](int) {
+    if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), CUDA_R_16BF, n, b.data(), CUDA_R_16BF, n,
+                     &zero, c.data(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+      std::exit(1);
+  });
+  cublasDestroy(h);
+  return 2.0 * n * n * n / ms / 1e9;
+}
+
+void bench_decode(double copy_gbs) {
+  constexpr int C = 512, W = 576, kPage = 64;
+  const std::vector<int> batches{1, 16, 64, 128}, contexts{4096, 16384, 65536, 131072}, heads{128, 16};
+  // One pool for every configuration: the largest needs 128 x 128K tokens (19.3 GB), less if memory is short.
+  size_t free_b = 0, total_b = 0;
+  CK(cudaMemGetInfo(&free_b, &total_b));
+  const int64_t want_pages = int64_t{128} * 131072 / kPage;
+  const int64_t pages = std::min<int64_t>(want_pages, static_cast<int64_t>(free_b * 0.8 / (kPage * W * 2)));
+  Tensor pool = device(DType::BF16, {pages, kPage, W});
+  randomize(pool, 4);
+  std::printf("\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context); limit: copy %.0f GB/s\n", C, kPage, copy_gbs);
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %8s\n", "B", "context", "H", "time_ms", "GB/s", "of_copy", "TFLOP/s", "rotate");
+  std::mt19937 rng(5);
+  for (int H : heads)
+    for (int B : batches)
+      for (int ctx : contexts) {
+        const int64_t seq_pages = ctx / kPage, need = int64_t{B} * seq_pages;
+        if (need > pages) {
+          std::printf("%5d %8d %5d   skipped: needs %.1f GB of latent cache, %.1f GB allocated\n", B, ctx, H,
+                      need * kPage * W * 2 / 1e9, pages * kPage * W * 2 / 1e9);
+          continue;
+        }
+        const double kv_bytes = static_cast<double>(need) * kPage * W * 2;
+        // Rotate over disjoint page sets until the working set is well past L2.
+        const int rot = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(512e6 / kv_bytes) + 1, 1, std::min<int64_t>(16, pages / need)));
+        std::vector<int32_t> ids(pages);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        std::vector<Tensor> tables;
+        for (int r = 0; r < rot; ++r)
+          tables.push_back(upload_i32(std::vector<int32_t>(ids.begin() + r * need, ids.begin() + (r + 1) * need), {B, seq_pages}));
+        std::vector<int32_t> seq(B), len(B, ctx);
+        std::iota(seq.begin(), seq.end(), 0);
+        Tensor row_seq = upload_i32(seq, {B}), row_len = upload_i32(len, {B});
+        Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}), lse = device(DType::F32, {B, H});
+        randomize(q, 6);
+        const float scale = 0.1352f;  // DeepSeek-V3's YaRN-scaled softmax scale
+        const double ms = median_ms(2, 9, [&](int i) {
+          splash::PagedKv kv{pool, tables[i % rot], row_seq, row_len};
+          splash::cuda::absorbed_attention(out, lse, q, kv, scale, nullptr);
+        });
+        const double bytes = kv_bytes + B * H * (W + C) * 2.0 + B * H * 4.0;
+        const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
+        std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %8d\n", B, ctx, H, ms, bytes / ms / 1e6,
+                    100.0 * bytes / ms / 1e6 / copy_gbs, flops / ms / 1e9, rot);
+      }
+}
+
+void bench_prefill(double gemm) {
+  constexpr int H = 128, DN = 128, DR = 64, DV = 128;
+  std::printf("\nexpanded prefill (causal, one sequence, H %d, qk %d / v %d); limit: cuBLAS bf16 GEMM %.0f TFLOP/s\n", H,
+              DN + DR, DV, gemm);
+  std::printf("%8s %10s %9s %8s\n", "tokens", "time_ms", "TFLOP/s", "of_gemm");
+  for (int T : {4096, 8192, 16384, 32768, 65536}) {
+    const double need = static_cast<double>(T) * H * ((DN + DR) + (DN + DV) + DV) * 2 + T * 576.0 * 2;
+    size_t free_b = 0, total_b = 0;
+    CK(cudaMemGetInfo(&free_b, &total_b));
+    if (need > 0.9 * free_b) {
+      std::printf("%8d   skipped: needs %.1f GB, %.1f GB free\n", T, need / 1e9, free_b / 1e9);
+      continue;
+    }
+    Tensor q = device(DType::BF16, {T, H, DN + DR}), kv = device(DType::BF16, {T, H, DN + DV});
+    Tensor lat = device(DType::BF16, {T, 576}), out = device(DType::BF16, {T, H, DV}), lse = device(DType::F32, {T, H});
+    randomize(q, 7);
+    randomize(kv, 8);
+    randomize(lat, 9);
+    std::vector<int32_t> start(T, 0), len(T);
+    std::iota(len.begin(), len.end(), 1);
+    Tensor row_start = upload_i32(start, {T}), row_len = upload_i32(len, {T});
+    const int reps = T >= 32768 ? 3 : 5;
+    const double ms = median_ms(1, reps, [&](int) {
+      splash::cuda::expanded_attention(out, lse, q, kv.slice(2, 0, DN), lat.slice(1, 512, 576), kv.slice(2, DN, DN + DV),
+                                       row_start, row_len, 0.1352f, nullptr);
+    });
+    const double flops = 2.0 * H * (DN + DR + DV) * (static_cast<double>(T) * (T + 1) / 2);
+    std::printf("%8d %10.3f %9.0f %7.0f%%\n", T, ms, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / gemm);
+  }
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, %.0f MB L2, %.1f GB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
+              prop.totalGlobalMem / 1e9);
+  const double copy = copy_bandwidth_gbs();
+  const double gemm = gemm_tflops();
+  std::printf("limits: device-to-device copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy, gemm);
+  bench_decode(copy);
+  bench_prefill(gemm);
+  return 0;
+}

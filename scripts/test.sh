@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test (unit tests and end-to-end checks through ctest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

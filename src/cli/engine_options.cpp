@@ -1,0 +1,100 @@
+#include "cli/engine_options.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "engine/engine.h"
+
+namespace splash {
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--model", f.model,
+                 "checkpoint directory, config.json (dummy weights) or builtin:NAME (tiny, deepseek-v3, deepseek-v2-lite)")
+      ->capture_default_str();
+  cmd.add_option("--load-format", f.load_format, "auto | dummy (seeded random weights for the config)")
+      ->capture_default_str();
+  cmd.add_option("--seed", f.seed, "seed of dummy weights")->capture_default_str();
+  cmd.add_option("--ranks", f.ranks, "T: ranks (GPUs, or CPU threads) in the group")->capture_default_str();
+  cmd.add_option("--attn-layout", f.attn_layout, "attention layout: tp | dp | cp | dop")->capture_default_str();
+  cmd.add_option("--backend", f.backend, "cpu | cuda")->capture_default_str();
+  cmd.add_option("--page-size", f.page_size, "tokens per KV page")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
+      ->capture_default_str();
+  cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
+}
+
+void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--max-batched-tokens", f.max_batched_tokens, "token budget of one engine step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--chunked-prefill-size", f.chunked_prefill_size, "most prompt tokens of one request per step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--max-running-requests", f.max_running_requests, "requests decoding at once")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--admission", f.admission,
+                 "reserve (prompt + max_tokens must fit) | optimistic (prompt must fit; preempt when out of pages)")
+      ->capture_default_str();
+  cmd.add_option("--mem-per-rank", f.mem_per_rank, "memory per rank, e.g. 512M, 80G (auto: the device's; 1G on cpu)")
+      ->capture_default_str();
+  cmd.add_option("--mem-fraction", f.mem_fraction, "fraction of the memory for weights + KV")
+      ->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  cmd.add_option("--kv-pages", f.kv_pages, "KV pages per rank (overrides the memory sizing)")->check(CLI::NonNegativeNumber);
+}
+
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    fail("'{}' is not a size (e.g. 512M, 80G)", s);
+  }
+  std::string unit = s.substr(pos);
+  double mult = 1;
+  if (unit == "K" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) fail("'{}' has an unknown unit '{}' (K, M, G)", s, unit);
+  if (v <= 0) fail("'{}' must be positive", s);
+  return static_cast<int64_t>(v * mult);
+}
+
+EngineOptions make_engine_options(const EngineFlags& f) {
+  EngineOptions o;
+  o.group.ranks = f.ranks;
+  o.group.layout = parse_layout_flag(f.attn_layout);
+  o.group.backend = f.backend;
+  o.group.page_size = f.page_size;
+  o.form = parse_form_flag(f.attn_form);
+  o.scheduler.max_batched_tokens = f.max_batched_tokens;
+  o.scheduler.prefill_chunk = f.chunked_prefill_size;
+  o.scheduler.max_running = f.max_running_requests;
+  if (f.admission == "reserve") o.scheduler.admission = AdmissionPolicy::Reserve;
+  else if (f.admission == "optimistic") o.scheduler.admission = AdmissionPolicy::Optimistic;
+  else fail("unknown --admission '{}' (choose reserve or optimistic)", f.admission);
+  o.mem_per_rank = f.mem_per_rank == "auto" ? (f.backend == "cpu" ? int64_t{1} << 30 : 0) : parse_bytes(f.mem_per_rank);
+  o.mem_fraction = f.mem_fraction;
+  o.kv_pages = f.kv_pages;
+  return o;
+}
+
+Layout parse_layout_flag(const std::string& s) {
+  auto l = parse_layout(s);
+  if (!l) fail("unknown --attn-layout '{}' (choose tp, dp, cp or dop)", s);
+  return *l;
+}
+
+AttnForm parse_form_flag(const std::string& s) {
+  if (s == "auto") return AttnForm::Auto;
+  if (s == "expanded") return AttnForm::Expanded;
+  if (s == "absorbed") return AttnForm::Absorbed;
+  fail("unknown --attn-form '{}' (choose auto, expanded or absorbed)", s);
+}
+
+void apply_log_level(const std::string& level) {
+  auto l = spdlog::level::from_str(level);
+  if (l == spdlog::level::off && level != "off") fail("unknown --log-level '{}'", level);
+  spdlog::set_level(l);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+}
+
+}  // namespace splash

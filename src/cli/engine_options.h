@@ -1,0 +1,43 @@
+#pragma once
+// Options every engine-running subcommand shares (model, ranks, layout, backend, KV pages), with the
+// flag names users of SGLang and vLLM know.
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/rank_group.h"
+#include "engine/step_plan.h"
+
+namespace splash {
+
+struct EngineFlags {
+  std::string model = "builtin:tiny";
+  std::string load_format = "auto";
+  uint64_t seed = 0;
+  int ranks = 1;
+  std::string attn_layout = "tp";
+  std::string backend = "cpu";
+  int page_size = 64;
+  std::string attn_form = "auto";
+  std::string log_level = "info";
+  // Scheduler and memory (SGLang's names where they exist).
+  int64_t max_batched_tokens = 2048;
+  int64_t chunked_prefill_size = 512;
+  int max_running_requests = 256;
+  std::string admission = "reserve";
+  std::string mem_per_rank = "auto";
+  double mem_fraction = 0.9;
+  int64_t kv_pages = 0;
+};
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f);
+// Also the scheduler and memory flags (commands that run the engine).
+void add_serving_flags(CLI::App& cmd, EngineFlags& f);
+struct EngineOptions;
+EngineOptions make_engine_options(const EngineFlags& f);
+// "512M", "80G", "1073741824" -> bytes.
+int64_t parse_bytes(const std::string& s);
+Layout parse_layout_flag(const std::string& s);
+AttnForm parse_form_flag(const std::string& s);
+void apply_log_level(const std::string& level);
+
+}  // namespace splash

@@ -1,0 +1,42 @@
+#pragma once
+// Collectives across the T ranks of one group, with NCCL's semantics: every rank calls the same
+// collectives in the same order; sizes are element counts of the tensors' dtype; zero-sized parts
+// are legal; a rank with nothing to send still calls. Buffers are contiguous.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace splash {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: buf = sum over ranks of buf (F32 or BF16). Every rank gets bitwise-identical results.
+  virtual void all_reduce_sum(Tensor buf, Stream s = {}) = 0;
+  // out = concat over ranks r of rank r's `in`; every rank's `in` has the same numel.
+  virtual void all_gather(Tensor in, Tensor out, Stream s = {}) = 0;
+  // out = concat over ranks r of rank r's `in`, which has counts[r] elements (counts same on all ranks).
+  virtual void all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts, Stream s = {}) = 0;
+  // out = the rank-th of size() equal chunks of (sum over ranks of in).
+  virtual void reduce_scatter_sum(Tensor in, Tensor out, Stream s = {}) = 0;
+  // Equal chunks: chunk j of `in` goes to rank j, and lands as chunk (source rank) of `out`.
+  virtual void all_to_all(Tensor in, Tensor out, Stream s = {}) = 0;
+  // Variable chunks: `in` is send_counts[0] elements for rank 0, then send_counts[1] for rank 1, ...;
+  // `out` receives recv_counts[j] elements from rank j, in rank order. Counts must agree pairwise.
+  virtual void all_to_all_v(Tensor in, const std::vector<int64_t>& send_counts, Tensor out,
+                            const std::vector<int64_t>& recv_counts, Stream s = {}) = 0;
+  // buf on every rank = buf on root.
+  virtual void broadcast(Tensor buf, int root, Stream s = {}) = 0;
+  virtual void barrier() = 0;
+};
+
+// A group of T in-process communicators (one per rank thread) for the CPU backend.
+std::vector<std::unique_ptr<Communicator>> make_inproc_group(int size);
+
+}  // namespace splash

@@ -1,0 +1,380 @@
+#include "comm/inproc_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace splash {
+
+std::string_view collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduceSum: return "all_reduce_sum";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::AllGatherV: return "all_gather_v";
+    case CollectiveKind::ReduceScatterSum: return "reduce_scatter_sum";
+    case CollectiveKind::AllToAll: return "all_to_all";
+    case CollectiveKind::AllToAllV: return "all_to_all_v";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+void InprocGroup::wait_all() {
+  std::unique_lock lock(mu_);
+  const uint64_t generation = generation_;
+  if (++arrived_ == size()) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != generation; });
+}
+
+namespace {
+
+int64_t elems(const Tensor& t) { return t.defined() ? t.numel() : 0; }
+
+int64_t sum(std::span<const int64_t> counts, size_t first = 0, size_t last = SIZE_MAX) {
+  last = std::min(last, counts.size());
+  return std::accumulate(counts.begin() + first, counts.begin() + last, int64_t{0});
+}
+
+std::byte* at(const Tensor& t, int64_t elem) {
+  return static_cast<std::byte*>(t.data()) + elem * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+// memmove and the pointer test allow NCCL's in-place form: `in` aliasing this rank's part of `out`.
+void copy_elems(const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off, int64_t n) {
+  if (n == 0 || at(src, src_off) == at(dst, dst_off)) return;
+  std::memmove(at(dst, dst_off), at(src, src_off), n * dtype_size(src.dtype()));
+}
+
+// In-place collectives call their one buffer `buf`, so errors use the caller's name for it.
+const char* in_name(CollectiveKind k) {
+  return k == CollectiveKind::AllReduceSum || k == CollectiveKind::Broadcast ? "buf" : "in";
+}
+
+// ---- Checks one rank can make alone; they become the call's `error` and fail the whole group.
+
+void check_buffer(const char* name, const Tensor& t) {
+  if (elems(t) == 0) return;
+  if (t.device() != Device::CPU) fail("`{}` is not a CPU tensor", name);
+  if (!t.is_contiguous()) fail("`{}` ({}) is not contiguous", name, t.shape_str());
+}
+
+void check_counts(const char* name, std::span<const int64_t> counts, int size) {
+  if (static_cast<int>(counts.size()) != size)
+    fail("`{}` has {} entries but the group has {} ranks", name, counts.size(), size);
+  for (size_t j = 0; j < counts.size(); ++j)
+    if (counts[j] < 0) fail("`{}`[{}] is negative ({})", name, j, counts[j]);
+}
+
+void check_fits(const char* name, const Tensor& t, int64_t needed) {
+  if (elems(t) < needed) fail("`{}` holds {} elements but needs {}", name, elems(t), needed);
+}
+
+void check_divisible(const Tensor& in, int size) {
+  if (elems(in) % size != 0)
+    fail("`in` has {} elements, not a multiple of the {} ranks", elems(in), size);
+}
+
+void check_local(const InprocCall& c, int rank, int size) {
+  check_buffer(in_name(c.kind), c.in);
+  check_buffer("out", c.out);
+  switch (c.kind) {
+    case CollectiveKind::AllReduceSum:
+    case CollectiveKind::Barrier: return;
+    case CollectiveKind::AllGather: return check_fits("out", c.out, size * elems(c.in));
+    case CollectiveKind::AllGatherV:
+      check_counts("counts", c.send_counts, size);
+      check_fits("in", c.in, c.send_counts[rank]);
+      return check_fits("out", c.out, sum(c.send_counts));
+    case CollectiveKind::ReduceScatterSum:
+      check_divisible(c.in, size);
+      return check_fits("out", c.out, elems(c.in) / size);
+    case CollectiveKind::AllToAll:
+      check_divisible(c.in, size);
+      return check_fits("out", c.out, elems(c.in));
+    case CollectiveKind::AllToAllV:
+      check_counts("send_counts", c.send_counts, size);
+      check_counts("recv_counts", c.recv_counts, size);
+      check_fits("in", c.in, sum(c.send_counts));
+      return check_fits("out", c.out, sum(c.recv_counts));
+    case CollectiveKind::Broadcast:
+      if (c.root < 0 || c.root >= size)
+        fail("root {} is outside the group of {} ranks", c.root, size);
+      return;
+  }
+}
+
+// ---- Checks across ranks, made identically by every rank from the same published calls.
+
+void check_same_call(const std::vector<InprocCall>& calls) {
+  const InprocCall& c0 = calls[0];
+  for (size_t r = 1; r < calls.size(); ++r) {
+    const InprocCall& c = calls[r];
+    if (c.kind != c0.kind || c.seq != c0.seq)
+      fail("collective mismatch: rank 0 called {} (call #{}) while rank {} called {} (call #{})",
+           collective_name(c0.kind), c0.seq, r, collective_name(c.kind), c.seq);
+  }
+  for (size_t r = 0; r < calls.size(); ++r)
+    if (!calls[r].error.empty())
+      fail("{} on rank {}: {}", collective_name(c0.kind), r, calls[r].error);
+}
+
+// Every non-empty buffer on every rank must share one dtype; returns it (F32 if all are empty).
+DType check_dtypes(const std::vector<InprocCall>& calls) {
+  const char* first_name = nullptr;
+  size_t first_rank = 0;
+  DType first = DType::F32;
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const InprocCall& c = calls[r];
+    for (auto [name, t] : {std::pair{in_name(c.kind), &c.in}, std::pair{"out", &c.out}}) {
+      if (elems(*t) == 0) continue;
+      if (!first_name) {
+        first_name = name;
+        first_rank = r;
+        first = t->dtype();
+      } else if (t->dtype() != first) {
+        fail("{}: mismatched dtypes: rank {}'s `{}` is {} but rank {}'s `{}` is {}",
+             collective_name(c.kind), first_rank, first_name, dtype_name(first), r, name,
+             dtype_name(t->dtype()));
+      }
+    }
+  }
+  return first;
+}
+
+void check_group(const std::vector<InprocCall>& calls) {
+  check_same_call(calls);
+  const DType dtype = check_dtypes(calls);
+  const InprocCall& c0 = calls[0];
+  const std::string_view name = collective_name(c0.kind);
+  const bool reduces =
+      c0.kind == CollectiveKind::AllReduceSum || c0.kind == CollectiveKind::ReduceScatterSum;
+  if (reduces && dtype != DType::F32 && dtype != DType::BF16)
+    fail("{} supports F32 and BF16, not {}", name, dtype_name(dtype));
+  for (size_t r = 1; r < calls.size(); ++r) {
+    const InprocCall& c = calls[r];
+    switch (c0.kind) {
+      case CollectiveKind::Broadcast:
+        if (c.root != c0.root)
+          fail("{}: rank 0 names root {} but rank {} names {}", name, c0.root, r, c.root);
+        [[fallthrough]];
+      case CollectiveKind::AllReduceSum:
+      case CollectiveKind::AllGather:
+      case CollectiveKind::ReduceScatterSum:
+      case CollectiveKind::AllToAll:
+        if (elems(c.in) != elems(c0.in))
+          fail("{}: rank 0's `{}` has {} elements but rank {}'s has {}", name, in_name(c0.kind),
+               elems(c0.in), r, elems(c.in));
+        break;
+      case CollectiveKind::AllGatherV:
+        if (!std::ranges::equal(c.send_counts, c0.send_counts))
+          fail("{}: rank {}'s counts differ from rank 0's", name, r);
+        break;
+      case CollectiveKind::AllToAllV:
+      case CollectiveKind::Barrier: break;
+    }
+  }
+  if (c0.kind == CollectiveKind::AllToAllV) {
+    for (size_t i = 0; i < calls.size(); ++i)
+      for (size_t j = 0; j < calls.size(); ++j)
+        if (calls[i].send_counts[j] != calls[j].recv_counts[i])
+          fail("{}: rank {} sends {} elements to rank {}, but rank {} expects {} from rank {}",
+               name, i, calls[i].send_counts[j], j, j, calls[j].recv_counts[i], i);
+  }
+}
+
+// ---- Reduction: every element is summed by exactly one rank, in rank order with an f32
+// accumulator and one rounding, so all ranks get the same bits and every run gets the same bits.
+
+template <typename T>
+float to_f32(T v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return bf16_to_f32(v);
+}
+
+template <typename T>
+T from_f32(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return f32_to_bf16(v);
+}
+
+template <typename T>
+void sum_typed(const std::vector<const std::byte*>& srcs, const std::vector<std::byte*>& dsts,
+               int64_t n) {
+  constexpr int64_t kBlock = 256;  // the accumulator stays on the stack and in L1
+  float acc[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const T* s0 = reinterpret_cast<const T*>(srcs[0]) + b;
+    for (int64_t i = 0; i < m; ++i) acc[i] = to_f32(s0[i]);
+    for (size_t r = 1; r < srcs.size(); ++r) {
+      const T* s = reinterpret_cast<const T*>(srcs[r]) + b;
+      for (int64_t i = 0; i < m; ++i) acc[i] += to_f32(s[i]);
+    }
+    for (std::byte* dst : dsts) {
+      T* d = reinterpret_cast<T*>(dst) + b;
+      for (int64_t i = 0; i < m; ++i) d[i] = from_f32<T>(acc[i]);
+    }
+  }
+}
+
+// Sums n elements from each source (rank order) and stores the result to every destination.
+void sum_ranks(DType dtype, const std::vector<const std::byte*>& srcs,
+               const std::vector<std::byte*>& dsts, int64_t n) {
+  if (n == 0) return;
+  if (dtype == DType::F32)
+    sum_typed<float>(srcs, dsts, n);
+  else
+    sum_typed<uint16_t>(srcs, dsts, n);
+}
+
+}  // namespace
+
+InprocCall InprocCommunicator::begin(CollectiveKind kind) {
+  InprocCall call;
+  call.kind = kind;
+  call.seq = seq_++;
+  return call;
+}
+
+template <typename Work>
+void InprocCommunicator::run(InprocCall call, Work&& work) {
+  try {
+    check_local(call, rank_, size());
+  } catch (const Error& e) {
+    call.error = e.what();
+  }
+  group_->call(rank_) = std::move(call);
+  group_->wait_all();
+  // Every rank reaches the second wait, even on error, so none is left waiting on a thrower.
+  std::exception_ptr error;
+  try {
+    check_group(group_->calls());
+    work(group_->calls());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  group_->wait_all();
+  group_->call(rank_) = {};  // drop the references to this call's buffers and counts
+  if (error) std::rethrow_exception(error);
+}
+
+void InprocCommunicator::all_reduce_sum(Tensor buf, Stream) {
+  InprocCall call = begin(CollectiveKind::AllReduceSum);
+  call.in = buf;
+  // Rank r reduces the r-th slice of the elements and writes it into every rank's buffer: nobody
+  // else reads or writes that slice, so the in-place update needs no scratch copy.
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    const int64_t n = elems(buf), t = size();
+    const int64_t lo = n * rank_ / t, hi = n * (rank_ + 1) / t;
+    if (lo == hi) return;
+    std::vector<const std::byte*> srcs;
+    std::vector<std::byte*> dsts;
+    for (const InprocCall& c : calls) {
+      srcs.push_back(at(c.in, lo));
+      dsts.push_back(at(c.in, lo));
+    }
+    sum_ranks(buf.dtype(), srcs, dsts, hi - lo);
+  });
+}
+
+void InprocCommunicator::all_gather(Tensor in, Tensor out, Stream) {
+  InprocCall call = begin(CollectiveKind::AllGather);
+  call.in = in;
+  call.out = out;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    const int64_t n = elems(in);
+    for (size_t j = 0; j < calls.size(); ++j) copy_elems(calls[j].in, 0, out, j * n, n);
+  });
+}
+
+void InprocCommunicator::all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts,
+                                      Stream) {
+  InprocCall call = begin(CollectiveKind::AllGatherV);
+  call.in = in;
+  call.out = out;
+  call.send_counts = counts;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      copy_elems(calls[j].in, 0, out, offset, counts[j]);
+      offset += counts[j];
+    }
+  });
+}
+
+void InprocCommunicator::reduce_scatter_sum(Tensor in, Tensor out, Stream) {
+  InprocCall call = begin(CollectiveKind::ReduceScatterSum);
+  call.in = in;
+  call.out = out;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    const int64_t chunk = elems(in) / size();
+    std::vector<const std::byte*> srcs;
+    for (const InprocCall& c : calls) srcs.push_back(at(c.in, rank_ * chunk));
+    sum_ranks(in.dtype(), srcs, {at(out, 0)}, chunk);
+  });
+}
+
+void InprocCommunicator::all_to_all(Tensor in, Tensor out, Stream) {
+  InprocCall call = begin(CollectiveKind::AllToAll);
+  call.in = in;
+  call.out = out;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    const int64_t chunk = elems(in) / size();
+    for (size_t j = 0; j < calls.size(); ++j)
+      copy_elems(calls[j].in, rank_ * chunk, out, j * chunk, chunk);
+  });
+}
+
+void InprocCommunicator::all_to_all_v(Tensor in, const std::vector<int64_t>& send_counts,
+                                      Tensor out, const std::vector<int64_t>& recv_counts, Stream) {
+  InprocCall call = begin(CollectiveKind::AllToAllV);
+  call.in = in;
+  call.out = out;
+  call.send_counts = send_counts;
+  call.recv_counts = recv_counts;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < calls.size(); ++j) {
+      const InprocCall& src = calls[j];
+      copy_elems(src.in, sum(src.send_counts, 0, rank_), out, offset, recv_counts[j]);
+      offset += recv_counts[j];
+    }
+  });
+}
+
+void InprocCommunicator::broadcast(Tensor buf, int root, Stream) {
+  InprocCall call = begin(CollectiveKind::Broadcast);
+  call.in = buf;
+  call.root = root;
+  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+    copy_elems(calls[root].in, 0, buf, 0, elems(buf));
+  });
+}
+
+void InprocCommunicator::barrier() {
+  run(begin(CollectiveKind::Barrier), [](const auto&) {});
+}
+
+std::vector<std::unique_ptr<Communicator>> make_inproc_group(int size) {
+  if (size < 1) fail("make_inproc_group: a group needs at least 1 rank, got {}", size);
+  auto group = std::make_shared<InprocGroup>(size);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<InprocCommunicator>(group, r));
+  return comms;
+}
+
+}  // namespace splash

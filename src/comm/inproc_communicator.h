@@ -1,0 +1,95 @@
+#pragma once
+// The CPU backend's communicator: ranks are threads of one process, so a collective is a
+// rendezvous. Each rank publishes its call (kind, sequence number, buffers, counts); all wait;
+// every rank checks that the calls agree and copies what it needs from the others' buffers; all
+// wait again before returning, so no buffer is released or reused while another rank still reads
+// it. A disagreement makes every rank throw the same error after the second wait, which leaves the
+// group usable.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace splash {
+
+enum class CollectiveKind : uint8_t {
+  AllReduceSum,
+  AllGather,
+  AllGatherV,
+  ReduceScatterSum,
+  AllToAll,
+  AllToAllV,
+  Broadcast,
+  Barrier,
+};
+std::string_view collective_name(CollectiveKind kind);
+
+// One rank's side of a collective. An undefined tensor counts as an empty buffer.
+struct InprocCall {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  uint64_t seq = 0;  // the rank's own call count, so a mismatch names which call went wrong
+  Tensor in, out;    // in-place collectives (all_reduce_sum, broadcast) use `in`
+  std::span<const int64_t> send_counts, recv_counts;  // all_gather_v's counts are send_counts
+  int root = 0;
+  std::string error;  // this rank's own argument error; empty if none
+};
+
+// What the ranks of one group share: one call slot per rank and a reusable barrier.
+class InprocGroup {
+ public:
+  explicit InprocGroup(int size) : calls_(size) {}
+  int size() const { return static_cast<int>(calls_.size()); }
+  // Rank r writes slot r only before the first wait of a collective; all ranks read every slot
+  // between the two waits.
+  InprocCall& call(int rank) { return calls_[rank]; }
+  const std::vector<InprocCall>& calls() const { return calls_; }
+  // Returns once every rank has arrived. The generation count tells this wait from the next one,
+  // so a fast rank re-entering cannot release the ranks still waiting on the previous one.
+  void wait_all();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<InprocCall> calls_;
+};
+
+class InprocCommunicator final : public Communicator {
+ public:
+  InprocCommunicator(std::shared_ptr<InprocGroup> group, int rank)
+      : group_(std::move(group)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+
+  void all_reduce_sum(Tensor buf, Stream s = {}) override;
+  void all_gather(Tensor in, Tensor out, Stream s = {}) override;
+  void all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts,
+                    Stream s = {}) override;
+  void reduce_scatter_sum(Tensor in, Tensor out, Stream s = {}) override;
+  void all_to_all(Tensor in, Tensor out, Stream s = {}) override;
+  void all_to_all_v(Tensor in, const std::vector<int64_t>& send_counts, Tensor out,
+                    const std::vector<int64_t>& recv_counts, Stream s = {}) override;
+  void broadcast(Tensor buf, int root, Stream s = {}) override;
+  void barrier() override;
+
+ private:
+  InprocCall begin(CollectiveKind kind);
+  // Publishes `call`, checks it against every rank's, runs `work(calls)` if they agree, and waits
+  // for all ranks before returning or throwing.
+  template <typename Work>
+  void run(InprocCall call, Work&& work);
+
+  std::shared_ptr<InprocGroup> group_;
+  int rank_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace splash

@@ -1,0 +1,127 @@
+#pragma once
+// The op interface the model is written against (DESIGN section 3). The CPU backend computes in f32 and
+// is the reference; the CUDA backend implements the same calls in bf16/fp8. Shapes use DESIGN's
+// notation: N rows (tokens of the step), H heads held here, C latent, d_r rope, W = C + d_r.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/stream.h"
+#include "core/tensor.h"
+
+namespace splash {
+
+// A linear layer's weight: [N, K] as HF stores it (y = x W^T), or [K, N] when `transposed`
+// (o_proj is kept that way so a head range is a contiguous row block). FP8 weights carry
+// 128x128 block scales in the same orientation.
+struct Weight {
+  Tensor w;
+  Tensor scale_inv;
+  bool transposed = false;
+  int64_t in_features() const { return transposed ? w.size(0) : w.size(1); }
+  int64_t out_features() const { return transposed ? w.size(1) : w.size(0); }
+};
+
+// Rotary tables: cos/sin [max_positions, d_r / 2] (F32), YaRN's attention factor already applied.
+struct RopeTable {
+  Tensor cos;
+  Tensor sin;
+};
+
+// Which cached tokens each query row attends to. Rows are packed by sequence; a row attends to the
+// first kv_len local tokens of its sequence (local tokens are in position order in every layout, so
+// causality reduces to a count). Pages hold page_size tokens of one layer.
+struct PagedKv {
+  Tensor pool;        // [pages, page_size, W] the rank's latent page pool
+  Tensor page_table;  // I32 [S, max_pages] this layer's pages per sequence
+  Tensor row_seq;     // I32 [N] sequence index of each row
+  Tensor row_kv_len;  // I32 [N]
+};
+
+struct MoeRouting {
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  bool sigmoid = false;          // else softmax
+  bool group_by_top2_sum = false;  // noaux_tc; else group max (group_limited_greedy)
+  bool grouped = false;          // group-limited choice at all
+  bool norm_topk_prob = false;
+  float routed_scaling_factor = 1.0f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual DType act_dtype() const = 0;     // activations and the KV cache
+  virtual DType weight_dtype() const = 0;  // what upload_weight produces for float weights
+
+  // Bytes of device memory this rank may plan with (0: unknown; the caller supplies a budget).
+  virtual int64_t total_memory_bytes() const { return 0; }
+
+  // Memory. Tensors from empty() are owned by the backend's arena and freed with their last view.
+  virtual Tensor empty(DType dtype, std::span<const int64_t> shape) = 0;
+  Tensor empty(DType dtype, std::initializer_list<int64_t> shape) {
+    return empty(dtype, std::span<const int64_t>(shape.begin(), shape.size()));
+  }
+  // Same dtype and shape; each side host or device; last dimension contiguous.
+  virtual void copy(Tensor dst, Tensor src, Stream s = {}) = 0;
+  virtual void fill_zero(Tensor dst, Stream s = {}) = 0;
+  // A host f32 copy (tests, checks, sampling on the CPU). Synchronises.
+  virtual Tensor to_host_f32(Tensor src) = 0;
+  // Host tensor of any float dtype -> device tensor of weight_dtype() (or kept as is when `keep_dtype`).
+  virtual Tensor upload(Tensor host, DType dtype) = 0;
+
+  // Streams and events: transfers on transfer_stream() overlap computation on compute_stream().
+  virtual Stream compute_stream() { return {}; }
+  virtual Stream transfer_stream() { return {}; }
+  virtual Event record(Stream s) { return {}; }
+  virtual void wait(Stream s, Event e) {}
+  virtual void synchronize() {}
+
+  // out[N, d] = table[ids[n]]
+  virtual void embedding(Tensor out, Tensor ids, Tensor table) = 0;
+  // out = x / rms(x) * weight, per row; rows may be strided views, out may alias x.
+  virtual void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) = 0;
+  // out[M, N] = x[M, K] W^T (+ out when accumulate).
+  virtual void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) = 0;
+  // Batched, strided: c[b] = a[b] @ (b_nk ? b[b]^T : b[b]) for 3-D views whose last dim is contiguous.
+  virtual void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) = 0;
+  // In place on x[N, heads, d_r] (a strided view): interleaved pairs (2i, 2i+1) rotate by
+  // position; the result is written de-interleaved (i, d_r/2 + i), as transformers does.
+  virtual void rope(Tensor x, Tensor positions, const RopeTable& table) = 0;
+  // out[N, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
+  virtual void silu_mul(Tensor out, Tensor gate_up) = 0;
+  // out = a + b (same shapes; out may alias either).
+  virtual void add(Tensor out, Tensor a, Tensor b) = 0;
+  // out[i] = in[rows[i]] for 2-D tensors (rows I32).
+  virtual void gather_rows(Tensor out, Tensor in, Tensor rows) = 0;
+  // out[rows[i]] = in[i].
+  virtual void scatter_rows(Tensor out, Tensor in, Tensor rows) = 0;
+
+  // Latent cache: pool viewed as [pages * page_size, W]; slot -1 skips a row.
+  virtual void store_latents(Tensor pool, Tensor latent, Tensor slots) = 0;
+  virtual void gather_latents(Tensor out, Tensor pool, Tensor slots) = 0;
+  // Absorbed MLA (MQA over the latent): q[N, H, W], K = pool tokens [W], V = their first C values.
+  // out[N, H, C], lse[N, H] (F32, natural log; -inf and out = 0 for a row with no tokens).
+  virtual void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) = 0;
+  // Expanded MLA (MHA): q[N, H, d_n + d_r]; k_nope[Tk, H, d_n], k_pe[Tk, d_r] shared by heads,
+  // v[Tk, H, d_v]; row n attends to tokens [kv_start[n], kv_start[n] + kv_len[n]).
+  virtual void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
+                                  Tensor row_kv_start, Tensor row_kv_len, float scale) = 0;
+  // Exact merge of partial attention over disjoint token sets: parts[P, N, H, D], lses[P, N, H].
+  virtual void merge_attention(Tensor out, Tensor parts, Tensor lses) = 0;
+
+  // Router: logits[N, E] (F32) -> topk_ids I32 [N, k], topk_w F32 [N, k]; bias[E] (F32) for choice only.
+  virtual void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) = 0;
+  // out[N, d] += sum over the row's chosen experts e in [expert_begin, expert_begin + E_local) of
+  // w * down_e(silu(gate_e x) * up_e x); gate_up [E_local, 2I, d], down [E_local, d, I].
+  virtual void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
+                           const Weight& down, int expert_begin) = 0;
+};
+
+}  // namespace splash

@@ -1,0 +1,154 @@
+#include "engine/rank_group.h"
+
+#include <exception>
+
+#include "core/error.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/rope_table.h"
+
+#ifdef SPLASH_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace splash {
+
+struct RankGroup::Worker {
+  int rank = 0;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<DeepseekModel> model;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::function<void(Worker&)> task;
+  bool has_task = false;
+  bool done = false;
+  bool stop = false;
+  std::exception_ptr error;
+};
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int rank) {
+  if (name == "cpu") return std::make_unique<CpuBackend>();
+#ifdef SPLASH_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend(rank);
+  fail("unknown backend '{}' (this build has: cpu, cuda)", name);
+#else
+  fail("unknown or unavailable backend '{}' (this build has: cpu)", name);
+#endif
+}
+
+RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)
+    : cfg_(cfg), opt_(opt) {
+  if (opt.ranks < 1) fail("--ranks must be at least 1, got {}", opt.ranks);
+  comms_ = make_inproc_group(opt.ranks);
+  for (int r = 0; r < opt.ranks; ++r) {
+    workers_.push_back(std::make_unique<Worker>());
+    workers_.back()->rank = r;
+    Worker* w = workers_.back().get();
+    w->thread = std::thread([this, w] { loop(*w); });
+  }
+  // Each rank makes its backend and loads its part of the weights on its own thread (its own device).
+  // A failure stops the workers before the error leaves the constructor (no destructor runs then).
+  try {
+    load_ranks(weights);
+  } catch (...) {
+    stop_workers();
+    throw;
+  }
+}
+
+void RankGroup::load_ranks(const WeightSource& weights) {
+  const GroupOptions& opt = opt_;
+  dispatch([&](Worker& w) {
+    w.backend = make_backend(opt.backend, w.rank);
+    Backend& be = *w.backend;
+    const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
+    RankEnv env{be, *comms_[w.rank], cfg_, make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
+    w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, opt.layout));
+  });
+}
+
+RankGroup::~RankGroup() { stop_workers(); }
+
+void RankGroup::stop_workers() {
+  for (auto& w : workers_) {
+    {
+      std::lock_guard<std::mutex> lk(w->mu);
+      w->stop = true;
+    }
+    w->cv.notify_all();
+    w->thread.join();
+  }
+  workers_.clear();
+}
+
+void RankGroup::loop(Worker& w) {
+  for (;;) {
+    std::function<void(Worker&)> task;
+    {
+      std::unique_lock<std::mutex> lk(w.mu);
+      w.cv.wait(lk, [&] { return w.has_task || w.stop; });
+      if (w.stop) return;
+      task = std::move(w.task);
+      w.has_task = false;
+    }
+    std::exception_ptr err;
+    try {
+      task(w);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lk(w.mu);
+      w.error = err;
+      w.done = true;
+    }
+    w.cv.notify_all();
+  }
+}
+
+void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
+  for (auto& w : workers_) {
+    {
+      std::lock_guard<std::mutex> lk(w->mu);
+      w->task = fn;
+      w->has_task = true;
+      w->done = false;
+    }
+    w->cv.notify_all();
+  }
+  std::exception_ptr first;
+  for (auto& w : workers_) {
+    std::unique_lock<std::mutex> lk(w->mu);
+    w->cv.wait(lk, [&] { return w->done; });
+    if (w->error && !first) first = w->error;
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void RankGroup::on_each_rank(const std::function<void(int, DeepseekModel&)>& fn) {
+  dispatch([&](Worker& w) { fn(w.rank, *w.model); });
+}
+
+void RankGroup::allocate_kv(int64_t pages) {
+  dispatch([&](Worker& w) {
+    RankEnv& env = w.model->env();
+    env.kv_pool = Tensor();  // free the old storage first
+    env.kv_pool = env.be.empty(env.be.act_dtype(), {pages, opt_.page_size, cfg_.latent_dim()});
+  });
+  kv_pages_ = pages;
+}
+
+int64_t RankGroup::device_memory_bytes() const { return workers_.front()->backend->total_memory_bytes(); }
+DType RankGroup::kv_dtype() const { return workers_.front()->backend->act_dtype(); }
+DType RankGroup::weight_dtype() const { return workers_.front()->backend->weight_dtype(); }
+
+Tensor RankGroup::run(const StepPlan& plan) {
+  Tensor out;
+  on_each_rank([&](int r, DeepseekModel& m) {
+    Tensor logits = m.forward(plan);
+    if (r == 0) out = logits;
+  });
+  return out;
+}
+
+}  // namespace splash

@@ -1,0 +1,65 @@
+#pragma once
+// T ranks as worker threads (one per GPU on a GPU backend), each with its own backend, communicator,
+// weights and latent page storage. The leader hands every rank the same work and waits for all.
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/step_plan.h"
+#include "model/deepseek_model.h"
+#include "model/weight_source.h"
+
+namespace splash {
+
+struct GroupOptions {
+  int ranks = 1;
+  Layout layout = Layout::TP;
+  int page_size = 64;
+  std::string backend = "cpu";
+};
+
+// Makes a backend by name ("cpu"; "cuda" where built), for rank `rank`.
+std::unique_ptr<Backend> make_backend(const std::string& name, int rank);
+
+class RankGroup {
+ public:
+  RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt);
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  int ranks() const { return static_cast<int>(workers_.size()); }
+  const ModelConfig& config() const { return cfg_; }
+  const GroupOptions& options() const { return opt_; }
+
+  // Allocates every rank's latent page storage: `pages` pages of page_size tokens of one layer.
+  void allocate_kv(int64_t pages);
+  int64_t kv_pages() const { return kv_pages_; }
+  // Device memory of rank 0 (0 on the CPU backend, whose budget the user gives).
+  int64_t device_memory_bytes() const;
+  DType kv_dtype() const;      // the latent cache's element type
+  DType weight_dtype() const;
+
+  // Runs the step on every rank in lockstep; returns rank 0's logits (all ranks agree).
+  Tensor run(const StepPlan& plan);
+  // Runs fn on every rank's thread at once and waits; the first exception is rethrown.
+  void on_each_rank(const std::function<void(int rank, DeepseekModel&)>& fn);
+
+ private:
+  struct Worker;
+  void loop(Worker& w);
+  void dispatch(const std::function<void(Worker&)>& fn);
+  void load_ranks(const WeightSource& weights);
+  void stop_workers();
+
+  ModelConfig cfg_;
+  GroupOptions opt_;
+  int64_t kv_pages_ = 0;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace splash

@@ -1,0 +1,53 @@
+#pragma once
+// One generation request and its progress. The tokens to cache are prompt + output; `computed` of them
+// are in the cache. A step feeds tokens [computed, computed + n); when it reaches the end it samples
+// the next token. Prefill, decode and recompute after preemption are the same rule.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/stop_checker.h"
+#include "tokenizer/incremental_detokenizer.h"
+
+namespace splash {
+
+enum class RequestState { Waiting, Running, Finished };
+enum class FinishReason { None, Stop, Length, Abort, Error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct Request {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  uint64_t seed = 0;
+
+  RequestState state = RequestState::Waiting;
+  int owner = -1;
+  int64_t computed = 0;
+  std::vector<int32_t> output;
+  std::vector<float> logprobs;                     // of each sampled token (when params.logprobs >= 0)
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
+  FinishReason finish = FinishReason::None;
+  std::string error;
+  int preemptions = 0;
+
+  // Text, when the model has a tokenizer: detokenized output with stop strings cut.
+  std::unique_ptr<IncrementalDetokenizer> detok;
+  std::unique_ptr<StopChecker> stops;
+  std::string text;
+
+  double arrival = 0, first_token = -1, finished_at = -1;  // seconds on the engine's clock
+
+  int64_t length() const { return static_cast<int64_t>(prompt.size() + output.size()); }
+  int32_t token_at(int64_t i) const {
+    return i < static_cast<int64_t>(prompt.size()) ? prompt[i] : output[i - static_cast<int64_t>(prompt.size())];
+  }
+  bool finished() const { return state == RequestState::Finished; }
+  // Tokens this request may occupy at most: the whole prompt plus every token it may still generate.
+  int64_t projected_tokens() const { return static_cast<int64_t>(prompt.size()) + params.max_tokens; }
+};
+
+}  // namespace splash

@@ -1,0 +1,43 @@
+#pragma once
+// Per-request sampling settings, as they arrive in JSONL input lines and HTTP bodies.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace splash {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;        // (0, 1]
+  int top_k = -1;            // -1 or 0 = off; < -1 invalid
+  float min_p = 0.0f;        // [0, 1]
+  std::optional<uint64_t> seed;
+  int max_tokens = 16;
+  std::vector<std::string> stop;  // stop strings
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // -1: none; 0: logprob of the sampled token; n > 0: also the top-n alternatives (n <= 20).
+  int logprobs = -1;
+};
+
+inline constexpr int kMaxLogprobs = 20;
+
+// Throws splash::Error with a message naming the field: negative/NaN/infinite temperature, top_p
+// outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, logprobs > 20 or < -1, empty
+// stop string, negative stop token id.
+void validate(const SamplingParams& p);
+
+// From a JSON object with the field names above. A null value keeps the default (clients send
+// "stop": null); "stop" may be one string or an array of strings; a negative "seed" is taken as
+// its two's-complement uint64. Unknown keys are an error naming the key unless listed in
+// `allowed_extra` (the caller's own keys, e.g. "prompt"); wrong types name the field. The result
+// is validated.
+SamplingParams sampling_params_from_json(const nlohmann::json& j,
+                                         std::span<const std::string_view> allowed_extra = {});
+
+}  // namespace splash

@@ -1,0 +1,128 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace splash {
+
+Scheduler::Scheduler(SchedulerOptions opt, KvCacheManager& kv, Layout layout) : opt_(opt), kv_(kv), layout_(layout) {
+  SPLASH_CHECK(opt_.max_batched_tokens > 0 && opt_.prefill_chunk > 0 && opt_.max_running > 0, "scheduler options");
+}
+
+void Scheduler::add(Request* r) {
+  r->state = RequestState::Waiting;
+  waiting_.push_back(r);
+}
+
+void Scheduler::finish(Request* r) {
+  running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+  kv_.release(r->id);
+  r->state = RequestState::Finished;
+}
+
+void Scheduler::abort(Request* r) {
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
+  finish(r);
+  r->finish = FinishReason::Abort;
+}
+
+void Scheduler::preempt(Request* r) {
+  running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+  kv_.release(r->id);
+  r->computed = 0;
+  r->state = RequestState::Waiting;
+  ++r->preemptions;
+  ++preemptions_;
+  waiting_.push_front(r);
+}
+
+int64_t Scheduler::reserved_pages(int rank, const Request& r, int owner) const {
+  return kv_.pages_for_tokens(held_tokens(layout_, rank, kv_.ranks(), owner, r.projected_tokens())) * kv_.layers();
+}
+
+bool Scheduler::could_ever_fit(int64_t tokens, int owner) const {
+  for (int rank = 0; rank < kv_.ranks(); ++rank)
+    if (kv_.pages_for_tokens(held_tokens(layout_, rank, kv_.ranks(), owner, tokens)) * kv_.layers() >
+        kv_.pool(rank).capacity())
+      return false;
+  return true;
+}
+
+// Owners balance projected KV growth (prompt + max new tokens), then request counts.
+int Scheduler::choose_owner(const Request& r) const {
+  const int T = kv_.ranks();
+  std::vector<int64_t> tokens(static_cast<size_t>(T), 0), count(static_cast<size_t>(T), 0);
+  for (const Request* q : running_) {
+    tokens[q->owner] += q->projected_tokens();
+    ++count[q->owner];
+  }
+  int best = 0;
+  for (int i = 1; i < T; ++i)
+    if (tokens[i] < tokens[best] || (tokens[i] == tokens[best] && count[i] < count[best])) best = i;
+  return best;
+}
+
+bool Scheduler::admissible(const Request& r, int owner) const {
+  for (int rank = 0; rank < kv_.ranks(); ++rank) {
+    if (opt_.admission == AdmissionPolicy::Optimistic) {
+      if (kv_.pages_for_tokens(held_tokens(layout_, rank, kv_.ranks(), owner, r.length())) * kv_.layers() >
+          kv_.pool(rank).free_count())
+        return false;
+      continue;
+    }
+    int64_t reserved = reserved_pages(rank, r, owner);
+    for (const Request* q : running_) reserved += reserved_pages(rank, *q, q->owner);
+    if (reserved > kv_.pool(rank).capacity()) return false;
+  }
+  return true;
+}
+
+StepPlan Scheduler::schedule(std::vector<Request*>& batch) {
+  batch.clear();
+  StepPlan plan;
+  plan.layout = layout_;
+  plan.kv = &kv_;
+  int64_t budget = opt_.max_batched_tokens;
+  auto take = [&](Request* r) -> bool {
+    int64_t n = std::min(r->length() - r->computed, budget);
+    if (n > 1) n = std::min(n, opt_.prefill_chunk);
+    if (n <= 0) return false;
+    if (!kv_.grow(r->id, r->owner, r->computed + n, layout_)) return false;
+    batch.push_back(r);
+    plan.seqs.push_back(StepSeq{r->id, r->owner, r->computed, n, r->computed + n == r->length()});
+    for (int64_t i = 0; i < n; ++i) plan.tokens.push_back(r->token_at(r->computed + i));
+    budget -= n;
+    return true;
+  };
+  // Running requests first, in admission order; the newest give way when pages run out.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    bool preempted_self = false;
+    while (!take(r)) {
+      Request* victim = running_.back();
+      preempt(victim);
+      if (victim == r) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (!preempted_self) ++i;
+  }
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < opt_.max_running) {
+    Request* r = waiting_.front();
+    const int owner = choose_owner(*r);
+    if (!admissible(*r, owner)) break;  // first come, first served: no overtaking
+    r->owner = owner;
+    if (!take(r)) {
+      r->owner = -1;
+      break;
+    }
+    waiting_.pop_front();
+    r->state = RequestState::Running;
+    running_.push_back(r);
+  }
+  return plan;
+}
+
+}  // namespace splash

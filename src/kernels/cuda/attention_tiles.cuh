@@ -1,0 +1,109 @@
+#pragma once
+// Tensor-core building blocks of the attention kernels: cp.async copies into XOR-swizzled shared
+// tiles, ldmatrix fragment loads and the m16n8k16 bf16 MMA with f32 accumulators. These are sm_80
+// instructions; Hopper runs them at a good fraction of its wgmma rate and they need no warpgroup setup.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace splash::cuda::attn {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+constexpr int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// A shared tile of rows with COLS bf16 columns (COLS a multiple of 64: 8 chunks of 16 bytes per group).
+// Chunk c of row r is stored at chunk c ^ (r & 7): the 8 rows one ldmatrix reads at the same column
+// land in 8 different bank groups, so row strides that are multiples of 128 bytes cost no conflicts.
+template <int COLS>
+__device__ __forceinline__ int swz(int row, int col) {
+  static_assert(COLS % 64 == 0, "swizzled tiles are padded to 64 columns");
+  return row * COLS + ((((col >> 3) ^ row) & 7) | ((col >> 3) & ~7)) * 8 + (col & 7);
+}
+
+// A tile of ROWS rows kept as 64-column slabs [col / 64][ROWS][64], each row of a slab 128 bytes with
+// the same chunk swizzle: conflict-free for ldmatrix, and exactly wgmma's K-major 128-byte-swizzle
+// layout (slabs start on 1024-byte boundaries when the tile does and ROWS is a multiple of 8).
+template <int ROWS>
+__device__ __forceinline__ int slab(int row, int col) {
+  static_assert(ROWS % 8 == 0, "slabs hold whole 8-row swizzle atoms");
+  return (col >> 6) * ROWS * 64 + row * 64 + ((((col >> 3) ^ row) & 7) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte asynchronous global -> shared copy; when !valid the destination is zero-filled instead, so
+// tokens past a range never carry stale or NaN bits into a product with a zero probability.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[2], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+
+// d += a b for a 16x16 A fragment (row-major) and a 16x8 B fragment (column-major).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as a bf16 pair, the first in the low half (the lower column of a fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Fragment addressing for one lane (lane = threadIdx.x % 32). A 16x16 A tile at (row0, col0) of a
+// row-major shared tile: ldmatrix.x4 wants rows 0-15 at column 0 from lanes 0-15, then at column 8.
+__device__ __forceinline__ int a_row(int lane) { return lane & 15; }
+__device__ __forceinline__ int a_col(int lane) { return (lane >> 4) * 8; }
+// Two 8-wide n-tiles of B = M^T where M is stored [n][k] (keys by rows): non-transposed ldmatrix.x4
+// gives b0/b1 of n-tile 0 in r[0]/r[1] and of n-tile 1 in r[2]/r[3].
+__device__ __forceinline__ int bn_row(int lane) { return (lane & 7) + (lane >> 4) * 8; }
+__device__ __forceinline__ int bn_col(int lane) { return ((lane >> 3) & 1) * 8; }
+// Two 8-wide n-tiles of B stored [k][n] (values by token rows): transposed ldmatrix.x4, same order.
+__device__ __forceinline__ int bk_row(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
+__device__ __forceinline__ int bk_col(int lane) { return (lane >> 4) * 8; }
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+}  // namespace splash::cuda::attn

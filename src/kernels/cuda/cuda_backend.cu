@@ -1,0 +1,76 @@
+// The CUDA backend's construction, streams and events, and the attention calls (kernels in
+// mla_attention.cu).
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_blas.cuh"
+#include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace splash {
+
+namespace cuda {
+
+namespace {
+constexpr size_t kStagingBytes = size_t{8} << 20;
+}
+
+CudaBackend::CudaBackend(int device) {
+  int count = 0;
+  SPLASH_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) fail("CUDA device {} requested but {} visible", device, count);
+  ctx_ = std::make_shared<DeviceContext>(device);
+  staging_ = std::make_unique<HostStaging>(kStagingBytes);
+  blas_ = std::make_unique<Blas>(device, ctx_->compute);
+  events_.resize(kEvents);
+  for (cudaEvent_t& e : events_) SPLASH_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(ctx_->device);
+  cudaStreamSynchronize(ctx_->compute);
+  cudaStreamSynchronize(ctx_->transfer);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+Event CudaBackend::record(Stream s) {
+  cudaEvent_t e = events_[next_event_];
+  next_event_ = (next_event_ + 1) % kEvents;
+  SPLASH_CUDA_CHECK(cudaEventRecord(e, stream_of(s)));
+  return {e};
+}
+
+void CudaBackend::wait(Stream s, Event e) {
+  if (!e.handle) return;
+  SPLASH_CUDA_CHECK(cudaStreamWaitEvent(stream_of(s), static_cast<cudaEvent_t>(e.handle), 0));
+}
+
+void CudaBackend::synchronize() {
+  SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->transfer));
+  check_device_errors();
+}
+
+void CudaBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) {
+  absorbed_attention(out, lse, q, kv, scale, ctx_->compute);
+}
+
+void CudaBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
+                                     Tensor row_kv_start, Tensor row_kv_len, float scale) {
+  expanded_attention(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, ctx_->compute);
+}
+
+void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
+  cuda::merge_attention(out, parts, lses, ctx_->compute);
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+
+size_t cuda_bytes_in_use(const Backend& be) {
+  const auto* cb = dynamic_cast<const cuda::CudaBackend*>(&be);
+  return cb ? cb->bytes_in_use() : 0;
+}
+
+}  // namespace splash

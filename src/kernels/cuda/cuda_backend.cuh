@@ -1,0 +1,111 @@
+#pragma once
+// The CUDA backend's class, shared by its source files (one file per job: memory and copies,
+// elementwise kernels, GEMMs, MoE, streams and attention dispatch).
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "kernels/cuda/cuda_check.cuh"
+
+namespace splash::cuda {
+
+// What every tensor of the backend needs to free itself: a tensor may outlive its backend, so the
+// deleters hold this by shared_ptr and the last one destroys the pool and the streams.
+struct DeviceContext {
+  int device = 0;
+  cudaStream_t compute = nullptr;
+  cudaStream_t transfer = nullptr;
+  cudaMemPool_t pool = nullptr;
+  std::atomic<size_t> bytes_in_use{0};
+  // Kernels report bad indices here (mapped host memory: {code, value}); checked where the host
+  // synchronises anyway, since a kernel cannot throw.
+  int* errors = nullptr;
+
+  explicit DeviceContext(int dev);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+};
+
+// Error codes kernels write into DeviceContext::errors.
+enum DeviceErrorCode : int { kErrNone = 0, kErrTokenId = 1, kErrPosition = 2, kErrRowIndex = 3, kErrSlot = 4 };
+
+class HostStaging;
+class Blas;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::CUDA; }
+  DType act_dtype() const override { return DType::BF16; }
+  DType weight_dtype() const override { return DType::BF16; }
+
+  using Backend::empty;
+  Tensor empty(DType dtype, std::span<const int64_t> shape) override;
+  void copy(Tensor dst, Tensor src, Stream s = {}) override;
+  void fill_zero(Tensor dst, Stream s = {}) override;
+  Tensor to_host_f32(Tensor src) override;
+  Tensor upload(Tensor host, DType dtype) override;
+
+  Stream compute_stream() override { return {ctx_->compute}; }
+  Stream transfer_stream() override { return {ctx_->transfer}; }
+  Event record(Stream s) override;
+  void wait(Stream s, Event e) override;
+  void synchronize() override;
+
+  void embedding(Tensor out, Tensor ids, Tensor table) override;
+  void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) override;
+  void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) override;
+  void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) override;
+  void rope(Tensor x, Tensor positions, const RopeTable& table) override;
+  void silu_mul(Tensor out, Tensor gate_up) override;
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void gather_rows(Tensor out, Tensor in, Tensor rows) override;
+  void scatter_rows(Tensor out, Tensor in, Tensor rows) override;
+
+  void store_latents(Tensor pool, Tensor latent, Tensor slots) override;
+  void gather_latents(Tensor out, Tensor pool, Tensor slots) override;
+  void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
+  void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
+                          Tensor row_kv_start, Tensor row_kv_len, float scale) override;
+  void merge_attention(Tensor out, Tensor parts, Tensor lses) override;
+
+  void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
+  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
+                   const Weight& down, int expert_begin) override;
+
+  size_t bytes_in_use() const { return ctx_->bytes_in_use.load(); }
+
+ private:
+  cudaStream_t stream_of(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : ctx_->compute; }
+  int* errors() const { return ctx_->errors; }
+  // empty() on stream st: temporaries of a copy on the transfer stream live and die in its order.
+  Tensor alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st);
+  // Throws the first error a kernel reported since the last check; call only after a synchronisation.
+  void check_device_errors();
+  // Copies between device tensors of any layout (last dims contiguous) on stream st.
+  void copy_device(const Tensor& dst, const Tensor& src, cudaStream_t st);
+  // dst (device, any float dtype) = src (device, float or I32) converted elementwise.
+  void convert(const Tensor& dst, const Tensor& src, cudaStream_t st);
+  // A contiguous device copy of `t` in dtype `dt` (t itself when it already is one).
+  Tensor contiguous_as(const Tensor& t, DType dt);
+  // out (+)= x @ w^T (w_nk) or x @ w over `batch` strided problems; see cuda_gemm.cu.
+  void gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate);
+
+  std::shared_ptr<DeviceContext> ctx_;
+  std::unique_ptr<HostStaging> staging_;
+  std::unique_ptr<Blas> blas_;
+  // Event handles are plain values with no release call in the interface, so record() cycles through
+  // a fixed ring: a handle stays valid for the next kEvents records.
+  static constexpr size_t kEvents = 1024;
+  std::vector<cudaEvent_t> events_;
+  size_t next_event_ = 0;
+};
+
+}  // namespace splash::cuda

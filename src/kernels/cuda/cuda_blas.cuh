@@ -1,0 +1,61 @@
+#pragma once
+// cuBLASLt matmuls with cached plans. Problems are stated in cuBLAS's column-major terms; callers map
+// row-major tensors onto them (a row-major [R, C] matrix with row stride ld is column-major C x R).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+
+namespace splash::cuda {
+
+// D[i] (m x n, ldd) = op(A[i]) op(B[i]) (+ D[i] when accumulate), i < batch, f32 accumulation.
+struct GemmProblem {
+  cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  int64_t m = 0, n = 0, k = 0;
+  cudaDataType_t ab_type = CUDA_R_16BF, d_type = CUDA_R_16BF;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  void* d = nullptr;
+  int64_t ldd = 0, stride_d = 0;
+  int64_t batch = 1;
+  bool accumulate = false;
+};
+
+class Blas {
+ public:
+  Blas(int device, cudaStream_t st);
+  ~Blas();
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+
+  void run(const GemmProblem& p, cudaStream_t st);
+  // The cuBLAS (not Lt) handle bound to stream st, with the shared workspace: for grouped GEMMs.
+  cublasHandle_t cublas(cudaStream_t st);
+
+ private:
+  // One cached plan per distinct problem shape, layout and alignment: heuristics cost far more than
+  // the small GEMMs of a decode step.
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::array<int64_t, 19>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  const Plan& plan_for(const GemmProblem& p);
+
+  cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+};
+
+}  // namespace splash::cuda

@@ -1,0 +1,350 @@
+// Memory-bound per-row ops: embedding, rms_norm, rope, silu_mul, add, and indexed row copies (gather,
+// scatter, the latent cache). Each computes in f32 and rounds once on store, like the CPU reference.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_types.cuh"
+
+namespace splash::cuda {
+namespace {
+
+__device__ __forceinline__ void report(int* err, int code, int value) {
+  err[1] = value;
+  err[0] = code;
+}
+
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+template <typename TO, typename TT, int V>
+__global__ void embedding_kernel(TO* out, int64_t out_stride, const int32_t* ids, const TT* table, int64_t table_stride,
+                                 int64_t vocab, int64_t N, int64_t d, int* err) {
+  const int64_t per_row = d / V;
+  GRID_STRIDE(i, N * per_row) {
+    const int64_t n = i / per_row, c = (i % per_row) * V;
+    const int32_t id = ids[n];
+    float f[V];
+    if (id < 0 || id >= vocab) {
+      report(err, kErrTokenId, id);
+#pragma unroll
+      for (int j = 0; j < V; ++j) f[j] = 0.0f;
+    } else {
+      load_f32<V>(table + id * table_stride + c, f);
+    }
+    store_f32<V>(out + n * out_stride + c, f);
+  }
+}
+
+// Sum over the block; every thread gets the result. Holds one barrier before reading shared memory
+// and one after, so consecutive calls do not race.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? partial[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __syncthreads();
+  return t;
+}
+
+// One block per row. Every thread reads its elements of the row before the reduction's barrier and
+// writes only those afterwards, so out may alias x.
+template <typename T, int V>
+__global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t x_stride, const float* w, int64_t d,
+                                float eps) {
+  const T* xr = x + blockIdx.x * x_stride;
+  T* orow = out + blockIdx.x * out_stride;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
+    float f[V];
+    load_f32<V>(xr + i, f);
+#pragma unroll
+    for (int j = 0; j < V; ++j) ss += f[j] * f[j];
+  }
+  const float inv = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(d) + eps);
+  for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
+    float f[V], g[V];
+    load_f32<V>(xr + i, f);
+    load_f32<V>(w + i, g);
+#pragma unroll
+    for (int j = 0; j < V; ++j) f[j] = g[j] * (f[j] * inv);
+    store_f32<V>(orow + i, f);
+  }
+}
+
+// Block = (half, rows): one row (token, head) per y lane, so the barrier separates every read of a row
+// from the de-interleaved writes that overwrite it.
+template <typename T>
+__global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t N, int64_t H, const int32_t* pos, const float* cos,
+                            const float* sin, int64_t cs_stride, int64_t max_pos, int* err) {
+  const int half = blockDim.x, i = threadIdx.x;
+  const int64_t row = blockIdx.x * int64_t{blockDim.y} + threadIdx.y;
+  bool live = row < N * H;
+  float a = 0, b = 0, c = 0, s = 0;
+  T* v = nullptr;
+  if (live) {
+    const int64_t n = row / H, h = row % H;
+    const int32_t p = pos[n];
+    if (p < 0 || p >= max_pos) {
+      if (i == 0) report(err, kErrPosition, p);
+      live = false;
+    } else {
+      v = x + n * s0 + h * s1;
+      a = to_f32(v[2 * i]);
+      b = to_f32(v[2 * i + 1]);
+      c = cos[p * cs_stride + i];
+      s = sin[p * cs_stride + i];
+    }
+  }
+  __syncthreads();
+  if (live) {
+    v[i] = from_f32<T>(a * c - b * s);
+    v[half + i] = from_f32<T>(b * c + a * s);
+  }
+}
+
+template <typename T, int V>
+__global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, int64_t N, int64_t inter) {
+  const int64_t per_row = inter / V;
+  GRID_STRIDE(i, N * per_row) {
+    const int64_t n = i / per_row, c = (i % per_row) * V;
+    float g[V], u[V];
+    load_f32<V>(gu + n * gu_stride + c, g);
+    load_f32<V>(gu + n * gu_stride + inter + c, u);
+#pragma unroll
+    for (int j = 0; j < V; ++j) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    store_f32<V>(out + n * out_stride + c, g);
+  }
+}
+
+template <typename T, int V>
+__global__ void add_kernel(T* out, int64_t os, const T* a, int64_t as, const T* b, int64_t bs, int64_t N, int64_t d) {
+  const int64_t per_row = d / V;
+  GRID_STRIDE(i, N * per_row) {
+    const int64_t n = i / per_row, c = (i % per_row) * V;
+    float x[V], y[V];
+    load_f32<V>(a + n * as + c, x);
+    load_f32<V>(b + n * bs + c, y);
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] += y[j];
+    store_f32<V>(out + n * os + c, x);
+  }
+}
+
+// dst[dst_idx[r]] = src[src_idx[r]] for byte rows (a null index is the identity). Negative indices
+// skip the row when `skip_negative`; other out-of-range indices are reported and skipped.
+template <typename W>
+__global__ void indexed_rows_kernel(char* dst, int64_t dst_stride, const int32_t* dst_idx, int64_t dst_limit,
+                                    const char* src, int64_t src_stride, const int32_t* src_idx, int64_t src_limit,
+                                    int64_t rows, int64_t chunks, bool skip_negative, int err_code, int* err) {
+  GRID_STRIDE(i, rows * chunks) {
+    const int64_t r = i / chunks, c = i % chunks;
+    const int64_t dr = dst_idx ? dst_idx[r] : r, sr = src_idx ? src_idx[r] : r;
+    if (skip_negative && (dr < 0 || sr < 0)) continue;
+    if (dr < 0 || dr >= dst_limit || sr < 0 || sr >= src_limit) {
+      if (c == 0) report(err, err_code, static_cast<int>(dr < 0 || dr >= dst_limit ? dr : sr));
+      continue;
+    }
+    *reinterpret_cast<W*>(dst + dr * dst_stride + c * sizeof(W)) =
+        *reinterpret_cast<const W*>(src + sr * src_stride + c * sizeof(W));
+  }
+}
+
+void require_rows(const Tensor& t, const char* what) {
+  SPLASH_CHECK(t.ndim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1), "{} must be 2-D with contiguous rows, got {}",
+               what, t.shape_str());
+}
+
+void require_device(const Tensor& t, const char* what) {
+  SPLASH_CHECK(t.device() == Device::CUDA, "{} must be a CUDA tensor", what);
+}
+
+// Copies rows of 2-D byte views with optional index arrays; row widths and dtypes must match.
+void indexed_copy(const Tensor& dst, const Tensor& dst_idx, int64_t dst_limit, int64_t dst_stride_bytes,
+                  const Tensor& src, const Tensor& src_idx, int64_t src_limit, int64_t src_stride_bytes,
+                  int64_t rows, int64_t row_bytes, bool skip_negative, int err_code, int* err, cudaStream_t st) {
+  if (rows == 0 || row_bytes == 0) return;
+  int64_t acc = row_bytes | dst_stride_bytes | src_stride_bytes | reinterpret_cast<intptr_t>(dst.data()) |
+                reinterpret_cast<intptr_t>(src.data());
+  int w = 16;
+  while (w > 1 && acc % w != 0) w /= 2;
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    const int64_t chunks = row_bytes / static_cast<int64_t>(sizeof(W));
+    indexed_rows_kernel<W><<<grid_for(rows * chunks, 256), 256, 0, st>>>(
+        static_cast<char*>(dst.data()), dst_stride_bytes, dst_idx.defined() ? dst_idx.ptr<int32_t>() : nullptr,
+        dst_limit, static_cast<const char*>(src.data()), src_stride_bytes,
+        src_idx.defined() ? src_idx.ptr<int32_t>() : nullptr, src_limit, rows, chunks, skip_negative, err_code, err);
+  };
+  switch (w) {
+    case 16: launch(uint4{}); break;
+    case 8: launch(uint2{}); break;
+    case 4: launch(uint32_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    default: launch(uint8_t{}); break;
+  }
+  SPLASH_CUDA_LAUNCHED();
+}
+
+int64_t row_stride_bytes(const Tensor& t) {
+  return t.size(0) <= 1 ? t.size(1) * static_cast<int64_t>(dtype_size(t.dtype()))
+                        : t.stride(0) * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+}  // namespace
+
+void CudaBackend::embedding(Tensor out, Tensor ids, Tensor table) {
+  require_rows(out, "embedding out");
+  require_rows(table, "embedding table");
+  require_device(ids, "embedding ids");
+  SPLASH_CHECK(ids.dtype() == DType::I32 && ids.numel() == out.size(0) && table.size(1) == out.size(1),
+               "embedding: ids {} out {} table {}", ids.shape_str(), out.shape_str(), table.shape_str());
+  const int64_t N = out.size(0), d = out.size(1);
+  if (N == 0) return;
+  const int V = vec_width(d, {&out, &table});
+  dispatch_float(out.dtype(), "embedding out", [&](auto to) {
+    dispatch_float(table.dtype(), "embedding table", [&](auto tt) {
+      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+        using TO = typename decltype(to)::type;
+        using TT = typename decltype(tt)::type;
+        embedding_kernel<TO, TT, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, ctx_->compute>>>(
+            out.ptr<TO>(), out.stride(0), ids.ptr<int32_t>(), table.ptr<TT>(), table.stride(0), table.size(0), N, d,
+            errors());
+      });
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
+  require_rows(out, "rms_norm out");
+  require_rows(x, "rms_norm x");
+  SPLASH_CHECK(weight.dtype() == DType::F32 && weight.is_contiguous(), "rms_norm weight must be contiguous F32");
+  SPLASH_CHECK(out.same_shape(x) && out.dtype() == x.dtype() && weight.numel() == x.size(1),
+               "rms_norm: out {} x {} weight {}", out.shape_str(), x.shape_str(), weight.shape_str());
+  const int64_t N = x.size(0), d = x.size(1);
+  if (N == 0) return;
+  const int V = vec_width(d, {&out, &x, &weight});
+  const int threads = static_cast<int>(std::clamp<int64_t>((d / V + 31) / 32 * 32, 32, 512));
+  dispatch_float(x.dtype(), "rms_norm", [&](auto t) {
+    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      using T = typename decltype(t)::type;
+      rms_norm_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
+          out.ptr<T>(), out.stride(0), x.ptr<T>(), x.stride(0), weight.ptr<float>(), d, eps);
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
+  SPLASH_CHECK(x.ndim() == 3 && (x.size(2) <= 1 || x.stride(2) == 1), "rope x must be [N, heads, d_r] with contiguous rows");
+  SPLASH_CHECK(x.size(2) % 2 == 0 && x.size(2) <= 2048, "rope dim {}", x.size(2));
+  SPLASH_CHECK(table.cos.dtype() == DType::F32 && table.sin.dtype() == DType::F32 &&
+                   table.cos.size(1) * 2 == x.size(2) && table.cos.stride(0) == table.sin.stride(0),
+               "rope table {} for x {}", table.cos.shape_str(), x.shape_str());
+  require_device(positions, "rope positions");
+  const int64_t N = x.size(0), H = x.size(1);
+  const int half = static_cast<int>(x.size(2) / 2);
+  if (N * H == 0 || half == 0) return;
+  const int rows_per_block = std::max(1, 256 / half);
+  const dim3 block(half, rows_per_block);
+  const unsigned grid = static_cast<unsigned>((N * H + rows_per_block - 1) / rows_per_block);
+  dispatch_float(x.dtype(), "rope", [&](auto t) {
+    using T = typename decltype(t)::type;
+    rope_kernel<T><<<grid, block, 0, ctx_->compute>>>(x.ptr<T>(), x.stride(0), x.stride(1), N, H,
+                                                      positions.ptr<int32_t>(), table.cos.ptr<float>(),
+                                                      table.sin.ptr<float>(), table.cos.stride(0), table.cos.size(0),
+                                                      errors());
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::silu_mul(Tensor out, Tensor gate_up) {
+  require_rows(out, "silu_mul out");
+  require_rows(gate_up, "silu_mul gate_up");
+  const int64_t N = out.size(0), inter = out.size(1);
+  SPLASH_CHECK(gate_up.size(0) == N && gate_up.size(1) == 2 * inter && gate_up.dtype() == out.dtype(),
+               "silu_mul: gate_up {} vs out {}", gate_up.shape_str(), out.shape_str());
+  if (N * inter == 0) return;
+  const int V = vec_width(inter, {&out, &gate_up});
+  dispatch_float(out.dtype(), "silu_mul", [&](auto t) {
+    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      using T = typename decltype(t)::type;
+      silu_mul_kernel<T, decltype(v)::value><<<grid_for(N * inter / v, 256), 256, 0, ctx_->compute>>>(
+          out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0), N, inter);
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
+  require_rows(out, "add out");
+  require_rows(a, "add a");
+  require_rows(b, "add b");
+  SPLASH_CHECK(out.same_shape(a) && out.same_shape(b) && a.dtype() == out.dtype() && b.dtype() == out.dtype(),
+               "add: out {} a {} b {}", out.shape_str(), a.shape_str(), b.shape_str());
+  const int64_t N = out.size(0), d = out.size(1);
+  if (N * d == 0) return;
+  const int V = vec_width(d, {&out, &a, &b});
+  dispatch_float(out.dtype(), "add", [&](auto t) {
+    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      using T = typename decltype(t)::type;
+      add_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, ctx_->compute>>>(
+          out.ptr<T>(), out.stride(0), a.ptr<T>(), a.stride(0), b.ptr<T>(), b.stride(0), N, d);
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::gather_rows(Tensor out, Tensor in, Tensor rows) {
+  require_rows(out, "gather_rows out");
+  require_rows(in, "gather_rows in");
+  require_device(rows, "gather_rows rows");
+  SPLASH_CHECK(rows.dtype() == DType::I32 && rows.numel() == out.size(0) && in.size(1) == out.size(1) &&
+                   in.dtype() == out.dtype(),
+               "gather_rows: out {} in {} rows {}", out.shape_str(), in.shape_str(), rows.shape_str());
+  indexed_copy(out, {}, out.size(0), row_stride_bytes(out), in, rows, in.size(0), row_stride_bytes(in), out.size(0),
+               out.size(1) * static_cast<int64_t>(dtype_size(out.dtype())), false, kErrRowIndex, errors(),
+               ctx_->compute);
+}
+
+void CudaBackend::scatter_rows(Tensor out, Tensor in, Tensor rows) {
+  require_rows(out, "scatter_rows out");
+  require_rows(in, "scatter_rows in");
+  require_device(rows, "scatter_rows rows");
+  SPLASH_CHECK(rows.dtype() == DType::I32 && rows.numel() == in.size(0) && in.size(1) == out.size(1) &&
+                   in.dtype() == out.dtype(),
+               "scatter_rows: out {} in {} rows {}", out.shape_str(), in.shape_str(), rows.shape_str());
+  indexed_copy(out, rows, out.size(0), row_stride_bytes(out), in, {}, in.size(0), row_stride_bytes(in), in.size(0),
+               in.size(1) * static_cast<int64_t>(dtype_size(in.dtype())), false, kErrRowIndex, errors(),
+               ctx_->compute);
+}
+
+void CudaBackend::store_latents(Tensor pool, Tensor latent, Tensor slots) {
+  require_rows(latent, "store_latents latent");
+  require_device(slots, "store_latents slots");
+  const int64_t W = pool.size(2);
+  SPLASH_CHECK(pool.ndim() == 3 && pool.is_contiguous() && latent.size(1) == W && latent.dtype() == pool.dtype() &&
+                   slots.dtype() == DType::I32 && slots.numel() == latent.size(0),
+               "store_latents: pool {} latent {} slots {}", pool.shape_str(), latent.shape_str(), slots.shape_str());
+  const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
+  indexed_copy(pool, slots, pool.size(0) * pool.size(1), W * es, latent, {}, latent.size(0), row_stride_bytes(latent),
+               latent.size(0), W * es, true, kErrSlot, errors(), ctx_->compute);
+}
+
+void CudaBackend::gather_latents(Tensor out, Tensor pool, Tensor slots) {
+  require_rows(out, "gather_latents out");
+  require_device(slots, "gather_latents slots");
+  const int64_t W = pool.size(2);
+  SPLASH_CHECK(pool.ndim() == 3 && pool.is_contiguous() && out.size(1) == W && out.dtype() == pool.dtype() &&
+                   slots.dtype() == DType::I32 && slots.numel() == out.size(0),
+               "gather_latents: out {} pool {} slots {}", out.shape_str(), pool.shape_str(), slots.shape_str());
+  const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
+  indexed_copy(out, {}, out.size(0), row_stride_bytes(out), pool, slots, pool.size(0) * pool.size(1), W * es,
+               out.size(0), W * es, false, kErrSlot, errors(), ctx_->compute);
+}
+
+}  // namespace splash::cuda

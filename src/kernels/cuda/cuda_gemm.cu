@@ -1,0 +1,202 @@
+// GEMMs through cuBLASLt: linear (x W^T or x W) and batched strided matmul over head views, bf16 or
+// f32 operands, f32 accumulation, bf16 or f32 output.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_blas.cuh"
+
+namespace splash::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS recommends for Hopper
+
+// Largest power of two (<= 256) dividing the address and the batch stride: cuBLASLt must be told
+// how aligned every batch's pointer is, or it may pick a kernel that assumes 16-byte alignment.
+int64_t alignment(const void* p, int64_t stride_bytes) {
+  int64_t v = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)) | stride_bytes | 256;
+  return v & -v;
+}
+
+size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: fail("GEMM: dtype {} is not supported on CUDA", dtype_name(t));
+  }
+}
+
+// Row stride of the rows of a [batch, rows, cols] view, as cuBLAS's leading dimension.
+int64_t leading_dim(const Tensor& t, const char* what) {
+  SPLASH_CHECK(t.size(2) <= 1 || t.stride(2) == 1, "{}: last dim of {} not contiguous", what, t.shape_str());
+  const int64_t ld = t.size(1) <= 1 ? std::max<int64_t>(t.size(2), 1) : t.stride(1);
+  SPLASH_CHECK(ld >= t.size(2), "{}: rows of {} overlap (stride {})", what, t.shape_str(), ld);
+  return ld;
+}
+
+void set_layout_batch(cublasLtMatrixLayout_t l, int32_t batch, int64_t stride) {
+  SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
+  SPLASH_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
+
+}  // namespace
+
+size_t Blas::KeyHash::operator()(const Key& k) const {
+  size_t h = 1469598103934665603ull;
+  for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+  return h;
+}
+
+Blas::Blas(int device, cudaStream_t st) {
+  SPLASH_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  SPLASH_CUBLAS_CHECK(cublasCreate(&cublas_));
+  workspace_bytes_ = kWorkspaceBytes;
+  SPLASH_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  SPLASH_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
+  SPLASH_CUBLAS_CHECK(cublasSetStream(cublas_, st));
+}
+
+Blas::~Blas() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  cublasDestroy(cublas_);
+  cublasLtDestroy(lt_);
+  cudaFree(workspace_);
+}
+
+cublasHandle_t Blas::cublas(cudaStream_t st) {
+  SPLASH_CUBLAS_CHECK(cublasSetStream(cublas_, st));
+  return cublas_;
+}
+
+const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
+  const int64_t es_ab = static_cast<int64_t>(type_size(p.ab_type)), es_d = static_cast<int64_t>(type_size(p.d_type));
+  const int64_t al_a = alignment(p.a, p.stride_a * es_ab), al_b = alignment(p.b, p.stride_b * es_ab),
+                al_d = alignment(p.d, p.stride_d * es_d);
+  const Key key{p.ta, p.tb, p.m, p.n, p.k, p.ab_type, p.d_type, p.lda, p.stride_a, p.ldb, p.stride_b, p.ldd,
+                p.stride_d, p.batch, p.accumulate, al_a, al_b, al_d, 0};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+
+  Plan plan;
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // plain f32 even for f32 operands: no TF32
+  SPLASH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
+  SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &p.ta, sizeof(p.ta)));
+  SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &p.tb, sizeof(p.tb)));
+  const bool ta = p.ta != CUBLAS_OP_N, tb = p.tb != CUBLAS_OP_N;
+  SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lda));
+  SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, p.ab_type, tb ? p.n : p.k, tb ? p.k : p.n, p.ldb));
+  SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, p.d_type, p.m, p.n, p.ldd));
+  if (p.batch > 1) {
+    set_layout_batch(plan.a, static_cast<int32_t>(p.batch), p.stride_a);
+    set_layout_batch(plan.b, static_cast<int32_t>(p.batch), p.stride_b);
+    set_layout_batch(plan.d, static_cast<int32_t>(p.batch), p.stride_d);
+  }
+  cublasLtMatmulPreference_t pref;
+  SPLASH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  SPLASH_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &workspace_bytes_, sizeof(workspace_bytes_)));
+  const uint32_t aa = static_cast<uint32_t>(al_a), ab = static_cast<uint32_t>(al_b), ad = static_cast<uint32_t>(al_d);
+  SPLASH_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+  SPLASH_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
+  SPLASH_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
+  SPLASH_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.d);
+    cublasLtMatmulDescDestroy(plan.op);
+    fail("cuBLASLt has no algorithm for GEMM m={} n={} k={} lda={} ldb={} ldd={} batch={} ({})", p.m, p.n, p.k, p.lda,
+         p.ldb, p.ldd, p.batch, cublasGetStatusString(st));
+  }
+  plan.algo = result.algo;
+  return plans_.emplace(key, plan).first->second;
+}
+
+void Blas::run(const GemmProblem& p, cudaStream_t st) {
+  const Plan& plan = plan_for(p);
+  const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
+  SPLASH_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.d, plan.d, p.d, plan.d,
+                                     &plan.algo, workspace_, workspace_bytes_, st));
+}
+
+void CudaBackend::gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate) {
+  // Row-major out[M, N] = x[M, K] w^T is column-major out^T (N x M) = op(w) x^T, so A = w, B = x.
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = x.size(2);
+  SPLASH_CHECK(x.size(0) == B && w.size(0) == B && x.size(1) == M &&
+                   (w_nk ? (w.size(1) == N && w.size(2) == K) : (w.size(1) == K && w.size(2) == N)),
+               "GEMM shapes: out {} x {} w {} ({})", out.shape_str(), x.shape_str(), w.shape_str(), w_nk ? "nk" : "kn");
+  SPLASH_CHECK(x.dtype() == w.dtype(), "GEMM operands differ: {} and {}", dtype_name(x.dtype()), dtype_name(w.dtype()));
+  SPLASH_CHECK(out.device() == Device::CUDA && x.device() == Device::CUDA && w.device() == Device::CUDA,
+               "GEMM operands must be CUDA tensors");
+  if (B * M * N == 0) return;
+  if (K == 0) {
+    if (!accumulate) fill_zero(out);
+    return;
+  }
+  GemmProblem p;
+  p.m = N;
+  p.n = M;
+  p.k = K;
+  p.ab_type = cuda_type(w.dtype());
+  p.d_type = cuda_type(out.dtype());
+  p.ta = w_nk ? CUBLAS_OP_T : CUBLAS_OP_N;
+  p.a = w.data();
+  p.lda = leading_dim(w, "GEMM weight");
+  p.b = x.data();
+  p.ldb = leading_dim(x, "GEMM input");
+  p.d = out.data();
+  p.ldd = leading_dim(out, "GEMM output");
+  p.batch = B;
+  if (B > 1) {
+    p.stride_a = w.stride(0);
+    p.stride_b = x.stride(0);
+    p.stride_d = out.stride(0);
+  }
+  p.accumulate = accumulate;
+  blas_->run(p, ctx_->compute);
+}
+
+void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate) {
+  SPLASH_CHECK(out.ndim() == 2 && x.ndim() == 2, "linear takes 2-D x and out, got {} and {}", x.shape_str(),
+               out.shape_str());
+  SPLASH_CHECK(!w.scale_inv.defined(), "the CUDA backend takes dequantised weights (weight_dtype() is BF16)");
+  const int64_t M = x.size(0), K = x.size(1), N = out.size(1);
+  SPLASH_CHECK(w.in_features() == K && w.out_features() == N && out.size(0) == M, "linear: x {} out {} weight {}{}",
+               x.shape_str(), out.shape_str(), w.w.shape_str(), w.transposed ? " (transposed)" : "");
+  if (M == 0 || N == 0) return;
+  // The weight's dtype decides the operand type (f32 for the router, to keep its logits exact).
+  const Tensor xs = x.dtype() == w.w.dtype() ? x : contiguous_as(x, w.w.dtype());
+  if (w.w.dtype() == DType::F32 && out.dtype() != DType::F32) {
+    // cuBLASLt has no f32 x f32 -> bf16 kernel: go through an f32 result.
+    Tensor tmp = empty(DType::F32, {M, N});
+    if (accumulate) convert(tmp, out, ctx_->compute);
+    gemm(tmp.unsqueeze(0), xs.unsqueeze(0), w.w.unsqueeze(0), !w.transposed, accumulate);
+    convert(out, tmp, ctx_->compute);
+    return;
+  }
+  gemm(out.unsqueeze(0), xs.unsqueeze(0), w.w.unsqueeze(0), !w.transposed, accumulate);
+}
+
+void CudaBackend::matmul(Tensor c, Tensor a, Tensor b, bool b_nk) {
+  SPLASH_CHECK(c.ndim() == 3 && a.ndim() == 3 && b.ndim() == 3, "matmul takes 3-D views");
+  const Tensor as = a.dtype() == b.dtype() ? a : contiguous_as(a, b.dtype());
+  gemm(c, as, b, b_nk, false);
+}
+
+}  // namespace splash::cuda

@@ -1,0 +1,129 @@
+// The device arena (a stream-ordered memory pool per backend) and the pinned staging ring.
+#include "kernels/cuda/cuda_check.cuh"
+#include <cstdint>
+
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_memory.cuh"
+
+namespace splash::cuda {
+
+DeviceContext::DeviceContext(int dev) : device(dev) {
+  SPLASH_CUDA_CHECK(cudaSetDevice(dev));
+  SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer, cudaStreamNonBlocking));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = dev;
+  SPLASH_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+  // Freed memory stays in the pool: the engine allocates per step and must not pay cudaMalloc each time.
+  uint64_t keep = UINT64_MAX;
+  SPLASH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  SPLASH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&errors), 2 * sizeof(int), cudaHostAllocMapped));
+  errors[0] = errors[1] = 0;
+}
+
+// Destructors cannot throw: errors here (e.g. the runtime already unloading at exit) are ignored.
+DeviceContext::~DeviceContext() {
+  cudaSetDevice(device);
+  cudaStreamSynchronize(compute);
+  cudaStreamSynchronize(transfer);
+  cudaMemPoolDestroy(pool);
+  cudaStreamDestroy(compute);
+  cudaStreamDestroy(transfer);
+  cudaFreeHost(errors);
+}
+
+Tensor CudaBackend::empty(DType dtype, std::span<const int64_t> shape) { return alloc(dtype, shape, ctx_->compute); }
+
+Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  void* p = nullptr;
+  std::shared_ptr<void> owner;
+  if (bytes > 0) {
+    const cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, ctx_->pool, st);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error so the caller can recover
+      fail("CUDA device {}: out of memory allocating {} bytes ({} in use): {}", ctx_->device, bytes,
+           ctx_->bytes_in_use.load(), cudaGetErrorString(err));
+    }
+    ctx_->bytes_in_use += bytes;
+    // Freed in stream order on the allocating stream: work queued there before the last view died
+    // finishes first. Work on another stream must be ordered before that (record/wait).
+    owner = std::shared_ptr<void>(p, [ctx = ctx_, bytes, st](void* q) {
+      cudaSetDevice(ctx->device);
+      cudaFreeAsync(q, st);
+      ctx->bytes_in_use -= bytes;
+    });
+  }
+  return Tensor(p, dtype, shape.data(), static_cast<int>(shape.size()), Device::CUDA, std::move(owner));
+}
+
+void CudaBackend::check_device_errors() {
+  const int code = ctx_->errors[0], value = ctx_->errors[1];
+  if (code == kErrNone) return;
+  ctx_->errors[0] = ctx_->errors[1] = 0;
+  switch (code) {
+    case kErrTokenId: fail("token id {} is outside the vocabulary", value);
+    case kErrPosition: fail("position {} is beyond the rope table", value);
+    case kErrRowIndex: fail("row index {} is out of range", value);
+    case kErrSlot: fail("latent slot {} is beyond the pool", value);
+    default: fail("a CUDA kernel reported error code {} (value {})", code, value);
+  }
+}
+
+HostStaging::HostStaging(size_t capacity) : cap_(capacity) {
+  SPLASH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&buf_), cap_, cudaHostAllocDefault));
+}
+
+HostStaging::~HostStaging() {
+  for (Region& r : inflight_) {
+    cudaEventSynchronize(r.done);
+    cudaEventDestroy(r.done);
+  }
+  for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+  cudaFreeHost(buf_);
+}
+
+void HostStaging::retire_front() {
+  Region r = inflight_.front();
+  inflight_.pop_front();
+  SPLASH_CUDA_CHECK(cudaEventSynchronize(r.done));
+  spare_.push_back(r.done);
+}
+
+void* HostStaging::acquire(size_t bytes) {
+  bytes = (bytes + 255) / 256 * 256;
+  SPLASH_CHECK(bytes <= cap_ && bytes <= kMaxCopy, "staging {} bytes", bytes);
+  // Retire copies that already finished without blocking.
+  while (!inflight_.empty() && cudaEventQuery(inflight_.front().done) == cudaSuccess) retire_front();
+  if (inflight_.empty()) head_ = 0;
+  size_t begin = head_;
+  if (begin + bytes > cap_) {
+    // Wrapping: the older lap's regions past head_ are older than the newer lap's at 0.
+    while (!inflight_.empty() && inflight_.front().begin >= head_) retire_front();
+    begin = 0;
+  }
+  while (!inflight_.empty() && inflight_.front().begin < begin + bytes && inflight_.front().end > begin)
+    retire_front();
+  pending_begin_ = begin;
+  pending_end_ = begin + bytes;
+  return buf_ + begin;
+}
+
+void HostStaging::commit(cudaStream_t st) {
+  cudaEvent_t ev;
+  if (spare_.empty()) {
+    SPLASH_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  } else {
+    ev = spare_.back();
+    spare_.pop_back();
+  }
+  SPLASH_CUDA_CHECK(cudaEventRecord(ev, st));
+  inflight_.push_back({pending_begin_, pending_end_, ev});
+  head_ = pending_end_;
+}
+
+}  // namespace splash::cuda

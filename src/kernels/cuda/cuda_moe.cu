@@ -1,0 +1,360 @@
+// MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
+// index, as the CPU reference) and the routed experts: entries are grouped by expert with a stable
+// radix sort, each expert's rows go through one grouped GEMM call, and the weighted results are added
+// back per row in expert order, the reference's order of accumulation.
+#include "kernels/cuda/cuda_check.cuh"
+#include <cub/device/device_radix_sort.cuh>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/cuda_blas.cuh"
+#include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/cuda_types.cuh"
+
+namespace splash::cuda {
+namespace {
+
+__device__ float block_max(float v, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? scratch[lane] : -INFINITY;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, o));
+  __syncthreads();
+  return t;
+}
+
+__device__ double block_sum_f64(double v, double* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double t = lane < warps ? scratch[lane] : 0.0;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffffu, t, o);
+  __syncthreads();
+  return t;
+}
+
+// Rank of v[i] in a descending stable order (ties to the lower index), as std::stable_sort gives.
+__device__ int stable_rank(const float* v, int n, int i) {
+  const float x = v[i];
+  int r = 0;
+  for (int j = 0; j < n; ++j) r += (v[j] > x) || (v[j] == x && j < i);
+  return r;
+}
+
+// One block per row. Shared: scores[E], choice[E], group score[G], kept[G], chosen[k].
+__global__ void moe_route_kernel(int32_t* ids, float* wts, const float* logits, int64_t l_stride, const float* bias,
+                                 int E, MoeRouting r) {
+  extern __shared__ float sh[];
+  __shared__ float fscratch[32];
+  __shared__ double dscratch[32];
+  const int G = r.n_group, per_group = E / G, k = r.top_k;
+  float* scores = sh;
+  float* choice = scores + E;
+  float* gscore = choice + E;
+  int* kept = reinterpret_cast<int*>(gscore + G);
+  int* chosen = kept + G;
+  const int64_t row = blockIdx.x;
+  const float* l = logits + row * l_stride;
+
+  if (r.sigmoid) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) scores[e] = 1.0f / (1.0f + expf(-l[e]));
+  } else {
+    float mx = -INFINITY;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) mx = fmaxf(mx, l[e]);
+    mx = block_max(mx, fscratch);
+    double part = 0;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) part += exp(static_cast<double>(l[e] - mx));
+    const double sum = block_sum_f64(part, dscratch);
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      scores[e] = static_cast<float>(exp(static_cast<double>(l[e] - mx)) / sum);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+  __syncthreads();
+
+  if (r.grouped && r.topk_group < G) {
+    for (int g = threadIdx.x; g < G; g += blockDim.x) {
+      float best = -INFINITY, second = -INFINITY;
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+        const float v = choice[e];
+        if (v > best) {
+          second = best;
+          best = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      gscore[g] = r.group_by_top2_sum ? best + (per_group > 1 ? second : 0.0f) : best;
+    }
+    __syncthreads();
+    for (int g = threadIdx.x; g < G; g += blockDim.x) kept[g] = stable_rank(gscore, G, g) < r.topk_group;
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      if (!kept[e / per_group]) choice[e] = -INFINITY;
+    __syncthreads();
+  }
+
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int rank = stable_rank(choice, E, e);
+    if (rank < k) chosen[rank] = e;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0;
+    for (int j = 0; j < k; ++j) sum += scores[chosen[j]];
+    for (int j = 0; j < k; ++j) {
+      float w = scores[chosen[j]];
+      if (r.norm_topk_prob) w /= (sum + 1e-20f);
+      ids[row * k + j] = chosen[j];
+      wts[row * k + j] = w * r.routed_scaling_factor;
+    }
+  }
+}
+
+// key = local expert index (E_local for entries routed elsewhere, sorted last), value = entry index.
+__global__ void moe_keys_kernel(int32_t* keys, int32_t* vals, const int32_t* ids, int64_t entries, int begin, int E) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
+    const int e = ids[i] - begin;
+    keys[i] = (e >= 0 && e < E) ? e : E;
+    vals[i] = static_cast<int32_t>(i);
+  }
+}
+
+// offsets[e] = first sorted position of expert e (offsets[E] = local entries); row_of[i] = token of
+// sorted entry i; pos_of[entry] = its sorted position, or -1 when routed elsewhere.
+__global__ void moe_index_kernel(int32_t* offsets, int32_t* row_of, int32_t* pos_of, const int32_t* keys,
+                                 const int32_t* vals, int64_t entries, int E, int k) {
+  const int64_t tid = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t e = tid; e <= E; e += step) {
+    int64_t lo = 0, hi = entries;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (keys[mid] < e) lo = mid + 1; else hi = mid;
+    }
+    offsets[e] = static_cast<int32_t>(lo);
+  }
+  for (int64_t i = tid; i < entries; i += step) {
+    const bool local = keys[i] < E;
+    row_of[i] = vals[i] / k;
+    pos_of[vals[i]] = local ? static_cast<int32_t>(i) : -1;
+  }
+}
+
+// out[n] += sum over the row's local entries, in increasing (expert, slot) order, of w * y[pos].
+template <typename T, int V>
+__global__ void moe_combine_kernel(T* out, int64_t out_stride, const T* y, int64_t d, const int32_t* ids,
+                                   const float* w, const int32_t* pos, int k, int64_t N) {
+  const int64_t per_row = d / V;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < N * per_row;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = i / per_row, c = (i % per_row) * V;
+    const int32_t* rid = ids + n * k;
+    const int32_t* rpos = pos + n * k;
+    float acc[V];
+    load_f32<V>(out + n * out_stride + c, acc);
+    int last_id = INT_MIN, last_j = -1;
+    for (int step = 0; step < k; ++step) {
+      int best = -1;
+      for (int j = 0; j < k; ++j) {
+        if (rpos[j] < 0) continue;
+        const int id = rid[j];
+        const bool after = id > last_id || (id == last_id && j > last_j);
+        if (after && (best < 0 || id < rid[best])) best = j;
+      }
+      if (best < 0) break;
+      last_id = rid[best];
+      last_j = best;
+      float yv[V];
+      load_f32<V>(y + int64_t{rpos[best]} * d + c, yv);
+      const float wt = w[n * k + best];
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += wt * yv[j];
+    }
+    store_f32<V>(out + n * out_stride + c, acc);
+  }
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: fail("MoE: dtype {} is not supported on CUDA", dtype_name(t));
+  }
+}
+
+// One expert's GEMM in a grouped call: D (m x n) = A^T B in column-major terms.
+struct ExpertGemm {
+  const void* a;
+  const void* b;
+  void* d;
+  int n;
+};
+
+}  // namespace
+
+void CudaBackend::moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) {
+  SPLASH_CHECK(logits.ndim() == 2 && logits.dtype() == DType::F32 && logits.stride(1) == 1, "router logits {}",
+               logits.shape_str());
+  const int64_t N = logits.size(0);
+  const int E = static_cast<int>(logits.size(1));
+  SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_w.dtype() == DType::F32 && topk_ids.is_contiguous() &&
+                   topk_w.is_contiguous() && topk_ids.numel() == N * r.top_k && topk_w.numel() == N * r.top_k,
+               "moe_route outputs {} {} for top_k {}", topk_ids.shape_str(), topk_w.shape_str(), r.top_k);
+  SPLASH_CHECK(r.n_group >= 1 && E % r.n_group == 0 && r.top_k >= 1 && r.top_k <= E, "moe_route: {} experts, {} groups, top {}",
+               E, r.n_group, r.top_k);
+  SPLASH_CHECK(!bias.defined() || (bias.dtype() == DType::F32 && bias.numel() == E), "router bias {}", bias.shape_str());
+  if (N == 0) return;
+  const int threads = E > 128 ? 256 : std::max(32, (E + 31) / 32 * 32);
+  const size_t shared = sizeof(float) * (2 * E + r.n_group) + sizeof(int) * (r.n_group + r.top_k);
+  moe_route_kernel<<<static_cast<unsigned>(N), threads, shared, ctx_->compute>>>(
+      topk_ids.ptr<int32_t>(), topk_w.ptr<float>(), logits.ptr<float>(), logits.stride(0),
+      bias.defined() ? bias.ptr<float>() : nullptr, E, r);
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
+                              const Weight& down, int expert_begin) {
+  const int64_t N = x.size(0), d = x.size(1), k = topk_ids.size(1);
+  const Tensor& gw = gate_up.w;
+  const Tensor& dw = down.w;
+  const int E = static_cast<int>(gw.size(0));
+  const int64_t I2 = gw.size(1), I = I2 / 2;
+  SPLASH_CHECK(!gate_up.scale_inv.defined() && !down.scale_inv.defined() && !gate_up.transposed && !down.transposed,
+               "moe_experts takes dequantised [E, out, in] weights");
+  SPLASH_CHECK(gw.ndim() == 3 && dw.ndim() == 3 && gw.size(2) == d && dw.size(0) == E && dw.size(1) == d &&
+                   dw.size(2) == I && gw.stride(2) == 1 && dw.stride(2) == 1,
+               "moe weights gate_up {} down {} for x {}", gw.shape_str(), dw.shape_str(), x.shape_str());
+  SPLASH_CHECK(x.ndim() == 2 && x.stride(1) == 1 && out.ndim() == 2 && out.stride(1) == 1 && out.size(0) == N &&
+                   out.size(1) == d && out.dtype() == x.dtype() && gw.dtype() == x.dtype() && dw.dtype() == x.dtype(),
+               "moe_experts: out {} x {} ({} and {})", out.shape_str(), x.shape_str(), dtype_name(x.dtype()),
+               dtype_name(gw.dtype()));
+  SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_w.dtype() == DType::F32 && topk_ids.is_contiguous() &&
+                   topk_w.is_contiguous() && topk_ids.size(0) == N && topk_w.numel() == N * k,
+               "moe_experts ids {} weights {}", topk_ids.shape_str(), topk_w.shape_str());
+  const int64_t entries = N * k;
+  if (entries == 0 || E == 0) return;
+  const cudaStream_t st = ctx_->compute;
+
+  // Group the (token, slot) entries by local expert; the radix sort is stable, so each expert's
+  // rows stay in token order.
+  Tensor keys = empty(DType::I32, {entries}), vals = empty(DType::I32, {entries});
+  Tensor keys_sorted = empty(DType::I32, {entries}), vals_sorted = empty(DType::I32, {entries});
+  moe_keys_kernel<<<grid_for(entries, 256), 256, 0, st>>>(keys.ptr<int32_t>(), vals.ptr<int32_t>(),
+                                                          topk_ids.ptr<int32_t>(), entries, expert_begin, E);
+  SPLASH_CUDA_LAUNCHED();
+  int end_bit = 1;
+  while ((1 << end_bit) <= E) ++end_bit;
+  size_t temp_bytes = 0;
+  SPLASH_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.ptr<int32_t>(),
+                                                    keys_sorted.ptr<int32_t>(), vals.ptr<int32_t>(),
+                                                    vals_sorted.ptr<int32_t>(), entries, 0, end_bit, st));
+  Tensor temp = empty(DType::U8, {static_cast<int64_t>(temp_bytes)});
+  SPLASH_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, keys.ptr<int32_t>(),
+                                                    keys_sorted.ptr<int32_t>(), vals.ptr<int32_t>(),
+                                                    vals_sorted.ptr<int32_t>(), entries, 0, end_bit, st));
+  Tensor offsets = empty(DType::I32, {E + 1}), row_of = empty(DType::I32, {entries}),
+         pos_of = empty(DType::I32, {entries});
+  moe_index_kernel<<<grid_for(entries + E + 1, 256), 256, 0, st>>>(offsets.ptr<int32_t>(), row_of.ptr<int32_t>(),
+                                                                   pos_of.ptr<int32_t>(), keys_sorted.ptr<int32_t>(),
+                                                                   vals_sorted.ptr<int32_t>(), entries, E,
+                                                                   static_cast<int>(k));
+  SPLASH_CUDA_LAUNCHED();
+
+  // The GEMM sizes per expert must be known on the host: one small read-back per MoE layer.
+  std::vector<int32_t> off(static_cast<size_t>(E) + 1);
+  SPLASH_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets.data(), off.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
+  SPLASH_CUDA_CHECK(cudaStreamSynchronize(st));
+  check_device_errors();
+  const int64_t local = off[E];
+  if (local == 0) return;
+
+  Tensor xs = empty(x.dtype(), {local, d}), gu = empty(x.dtype(), {local, I2}), h = empty(x.dtype(), {local, I}),
+         y = empty(x.dtype(), {local, d});
+  gather_rows(xs, x, row_of.slice(0, 0, local));
+
+  const size_t es = dtype_size(x.dtype());
+  const cudaDataType_t type = cuda_type(x.dtype());
+  // gu_e = xs_e gate_up_e^T and y_e = h_e down_e^T: column-major D (out x rows) = W^T-op(W) X.
+  auto grouped = [&](const Tensor& w, const Tensor& in, const Tensor& res) {
+    const int64_t m = w.size(1), kk = w.size(2), lda = w.stride(1), ldb = in.size(1), ldd = res.size(1);
+    std::vector<ExpertGemm> gemms;
+    for (int e = 0; e < E; ++e) {
+      const int cnt = off[e + 1] - off[e];
+      if (cnt == 0) continue;
+      gemms.push_back({static_cast<const char*>(w.data()) + e * w.stride(0) * es,
+                       static_cast<const char*>(in.data()) + int64_t{off[e]} * ldb * es,
+                       static_cast<char*>(res.data()) + int64_t{off[e]} * ldd * es, cnt});
+    }
+    const int G = static_cast<int>(gemms.size());
+    static const char* mode = std::getenv("SPLASH_MOE_GEMM");
+    const bool per_expert = mode ? std::string(mode) == "per_expert" : false;
+    if (per_expert) {
+      for (const ExpertGemm& g : gemms) {
+        GemmProblem p;
+        p.ta = CUBLAS_OP_T;
+        p.m = m;
+        p.n = g.n;
+        p.k = kk;
+        p.ab_type = type;
+        p.d_type = type;
+        p.a = g.a;
+        p.lda = lda;
+        p.b = g.b;
+        p.ldb = ldb;
+        p.d = g.d;
+        p.ldd = ldd;
+        blas_->run(p, st);
+      }
+      return;
+    }
+    // Device arrays of pointers (A, B, C per group), uploaded through the pinned staging ring.
+    const size_t ptr_bytes = sizeof(void*) * 3 * G;
+    Tensor ptrs = empty(DType::U8, {static_cast<int64_t>(ptr_bytes)});
+    std::vector<const void*> host_ptrs(3 * G);
+    for (int g = 0; g < G; ++g) {
+      host_ptrs[g] = gemms[g].a;
+      host_ptrs[G + g] = gemms[g].b;
+      host_ptrs[2 * G + g] = gemms[g].d;
+    }
+    copy(ptrs, Tensor(host_ptrs.data(), DType::U8, {static_cast<int64_t>(ptr_bytes)}));
+    std::vector<cublasOperation_t> ta(G, CUBLAS_OP_T), tb(G, CUBLAS_OP_N);
+    std::vector<int> ms(G, static_cast<int>(m)), ns(G), ks(G, static_cast<int>(kk)), ldas(G, static_cast<int>(lda)),
+        ldbs(G, static_cast<int>(ldb)), ldds(G, static_cast<int>(ldd)), sizes(G, 1);
+    std::vector<float> alpha(G, 1.0f), beta(G, 0.0f);
+    for (int g = 0; g < G; ++g) ns[g] = gemms[g].n;
+    const void* const* dp = static_cast<const void* const*>(ptrs.data());
+    SPLASH_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+        blas_->cublas(st), ta.data(), tb.data(), ms.data(), ns.data(), ks.data(), alpha.data(), dp, type, ldas.data(),
+        dp + G, type, ldbs.data(), beta.data(), const_cast<void* const*>(dp + 2 * G), type, ldds.data(), G,
+        sizes.data(), CUBLAS_COMPUTE_32F));
+  };
+  grouped(gw, xs, gu);
+  silu_mul(h, gu);
+  grouped(dw, h, y);
+
+  const int V = vec_width(d, {&out, &y});
+  dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
+    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      using T = typename decltype(t)::type;
+      moe_combine_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, st>>>(
+          out.ptr<T>(), out.stride(0), y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
+          pos_of.ptr<int32_t>(), static_cast<int>(k), N);
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+}  // namespace splash::cuda

@@ -1,0 +1,487 @@
+// Absorbed MLA (decode, and DOP's owner): MQA with one latent KV head over the paged cache. All heads
+// of a row share each token's latent [c | k_pe], so a block stages a tile of 64 tokens in shared memory
+// once and runs it through tensor cores for up to 64 heads: S = Q K^T ([heads x W] x [W x 64]), an
+// online softmax, O += P V with V the first C columns of the same tile. Long contexts are split over
+// blocks (flash-decoding) so that one row still fills every SM; a second kernel merges the splits by lse.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
+#include "kernels/cuda/attention_wgmma.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace splash::cuda {
+namespace {
+
+using namespace attn;
+
+constexpr int kTileTokens = 64;
+
+template <int C_, int W_, int HB_>
+struct DecodeCfg {
+  static constexpr int C = C_, W = W_, HB = HB_;
+  static constexpr int kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int BT = kTileTokens;
+  static constexpr int MT = HB / 16;  // 16-head m-tiles
+  static constexpr int WP = round_up(W, 64);
+  static constexpr int WCH = W / 8;  // 16-byte chunks per token
+  static constexpr int KSTEPS = W / 16;
+  // Score phase: warp w computes heads of m-tile w % MT for the tokens of group w / MT. With 64 heads
+  // the groups are the two warpgroups, and each computes its 64 x 32 scores with wgmma from a shared
+  // Q; with fewer heads each warp keeps its m-tile of Q in registers, which frees the shared memory
+  // for a third stage: two tiles stay in flight, which the memory-bound small-head case needs.
+  static constexpr bool kWgmma = MT == 4;
+  static constexpr int kStages = kWgmma ? 2 : 3;
+  static constexpr int TG = kWarps / MT;
+  static constexpr int TPW = BT / TG;
+  static constexpr int SNT = TPW / 8;
+  // PV phase: warp w accumulates output columns [w * CPW, (w + 1) * CPW) of every head.
+  static constexpr int CPW = C / kWarps;
+  static constexpr int ONT = CPW / 8;
+  // Shared memory (bytes).
+  static constexpr int kQ = 0;
+  static constexpr int kKV = kQ + (kWgmma ? HB * WP * 2 : 0);
+  static constexpr int kP = kKV + kStages * BT * WP * 2;
+  static constexpr int kRedMax = kP + HB * BT * 2;
+  static constexpr int kRedSum = kRedMax + TG * HB * 4;
+  static constexpr int kAlpha = kRedSum + TG * HB * 4;
+  static constexpr int kRowM = kAlpha + HB * 4;
+  static constexpr int kSmem = kRowM + HB * 4;
+  static_assert(W % 16 == 0 && C % 64 == 0 && C <= W, "latent widths");
+  static_assert(SNT >= 1 && (SNT == 1 || SNT % 2 == 0) && (ONT == 1 || ONT % 2 == 0), "fragment tiling");
+  static_assert(kSmem <= 232448, "shared memory of one Hopper block");
+  static_assert(!kWgmma || TPW == 32, "a warpgroup's wgmma covers 32 tokens");
+};
+
+struct DecodeArgs {
+  const bf16* q;
+  int64_t q_s0, q_s1;
+  const bf16* pool;
+  int64_t pool_s0, pool_s1;
+  const int32_t* page_table;
+  int64_t pt_s0;
+  const int32_t* row_seq;
+  const int32_t* row_len;
+  int page_size;
+  int N, H, G, splits;
+  float scale_log2;
+  // splits == 1: the final output.
+  bf16* out;
+  int64_t out_s0, out_s1;
+  float* lse;
+  int64_t lse_s0;
+  // splits > 1: normalised partials [splits, N, H, C] and their lse [splits, N, H].
+  float* part_o;
+  float* part_lse;
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <class K>
+__device__ void store_row_result(const DecodeArgs& a, int n, int split, int head, int col, float v0, float v1,
+                                 bool write_lse, float lse) {
+  if (a.splits == 1) {
+    *reinterpret_cast<uint32_t*>(a.out + n * a.out_s0 + head * a.out_s1 + col) = pack_bf16(v0, v1);
+    if (write_lse) a.lse[n * a.lse_s0 + head] = lse;
+  } else {
+    const int64_t r = (int64_t{split} * a.N + n) * a.H + head;
+    *reinterpret_cast<float2*>(a.part_o + r * K::C + col) = make_float2(v0, v1);
+    if (write_lse) a.part_lse[r] = lse;
+  }
+}
+
+// One block: row n, heads [hg * HB, hg * HB + HB), tokens of split `split`. Block order puts the G head
+// groups of one (row, split) side by side, so the second group's tile reads mostly hit L2.
+template <class K>
+__global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const DecodeArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* kv_s = reinterpret_cast<bf16*>(smem + K::kKV);
+  // Without wgmma, Q passes through the last stage on its way to registers.
+  bf16* q_s = K::kWgmma ? reinterpret_cast<bf16*>(smem + K::kQ) : kv_s + (K::kStages - 1) * K::BT * K::WP;
+  bf16* p_s = reinterpret_cast<bf16*>(smem + K::kP);
+  float* red_max = reinterpret_cast<float*>(smem + K::kRedMax);
+  float* red_sum = reinterpret_cast<float*>(smem + K::kRedSum);
+  float* alpha_s = reinterpret_cast<float*>(smem + K::kAlpha);
+  float* rowm_s = reinterpret_cast<float*>(smem + K::kRowM);
+
+  if constexpr (K::kWgmma)
+    if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
+  const int split = rest % a.splits, n = rest / a.splits;
+  const int h0 = hg * K::HB;
+  const int len = a.row_len[n];
+  const int64_t chunk = (int64_t{len} + a.splits - 1) / a.splits;
+  const int t_begin = static_cast<int>(std::min<int64_t>(len, split * ((chunk + K::BT - 1) / K::BT * K::BT)));
+  const int t_end = static_cast<int>(std::min<int64_t>(len, t_begin + (chunk + K::BT - 1) / K::BT * K::BT));
+  const int c0 = warp * K::CPW;
+
+  if (t_begin >= t_end) {  // no tokens here: out = 0, lse = -inf (what the merge expects of an empty part)
+    for (int r = 0; r < K::HB; ++r) {
+      const int head = h0 + r;
+      if (head >= a.H) break;
+      for (int c = 2 * tid; c < K::C; c += 2 * K::kThreads)
+        store_row_result<K>(a, n, split, head, c, 0.f, 0.f, c == 0, kNegInf);
+    }
+    return;
+  }
+
+  // Q rows (zero for heads past H), then the first tiles: 8 threads per row, 16 bytes each per step.
+  const int ntiles = (t_end - t_begin + K::BT - 1) / K::BT;
+  const int sub = tid & 7;
+  for (int r = tid >> 3; r < K::HB; r += K::kThreads / 8) {
+    const bool ok = h0 + r < a.H;
+    const bf16* src = a.q + n * a.q_s0 + (ok ? h0 + r : 0) * a.q_s1;
+    for (int c = sub; c < K::WCH; c += 8) cp_async16(q_s + slab<K::HB>(r, c * 8), src + c * 8, ok);
+  }
+  const int32_t* pages = a.page_table + a.row_seq[n] * a.pt_s0;
+  auto load_tile = [&](int tile, int stage) {
+    bf16* dst = kv_s + stage * K::BT * K::WP;
+    for (int r = tid >> 3; r < K::BT; r += K::kThreads / 8) {
+      const int t = t_begin + tile * K::BT + r;
+      const bool ok = t < t_end;
+      const bf16* src = a.pool;
+      if (ok) src = a.pool + int64_t{pages[t / a.page_size]} * a.pool_s0 + int64_t{t % a.page_size} * a.pool_s1;
+      for (int c = sub; c < K::WCH; c += 8) cp_async16(dst + slab<K::BT>(r, c * 8), src + c * 8, ok);
+    }
+  };
+  cp_async_commit();
+#pragma unroll
+  for (int st = 0; st + 1 < K::kStages; ++st) {
+    if (st < ntiles) load_tile(st, st);
+    cp_async_commit();  // one group per stage, empty or not, keeps the wait counts fixed
+  }
+
+  const int mt = warp % K::MT, tg = warp / K::MT;
+  const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
+  uint32_t qf[K::kWgmma ? 1 : K::KSTEPS][4];
+  if constexpr (!K::kWgmma) {
+    cp_async_wait<K::kStages - 1>();
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < K::KSTEPS; ++ks)
+      ldsm_x4(qf[ks], q_s + slab<K::HB>(mt * 16 + a_row(lane), ks * 16 + a_col(lane)));
+  }
+  float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
+  float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
+  float o[K::MT][K::ONT][4] = {};
+
+  for (int it = 0; it < ntiles; ++it) {
+    cp_async_wait<K::kStages - 2>();
+    if constexpr (K::kWgmma) fence_async_smem();
+    __syncthreads();  // tile `it` is visible, and every warp is done with the stage the next load overwrites
+    if (it + K::kStages - 1 < ntiles) load_tile(it + K::kStages - 1, (it + K::kStages - 1) % K::kStages);
+    cp_async_commit();
+    const bf16* kt = kv_s + (it % K::kStages) * K::BT * K::WP;
+
+    float s[K::SNT][4] = {};
+    if constexpr (K::kWgmma) {
+      reg_fence(s);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < K::KSTEPS; ++ks)
+        wgmma_m64n32(s, wgmma_desc(q_s + slab<K::HB>(0, ks * 16)),
+                     wgmma_desc(kt + slab<K::BT>(tg * K::TPW, ks * 16)));
+      wgmma_commit();
+      wgmma_wait_all();
+      reg_fence(s);
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < K::KSTEPS; ++ks) {
+        const uint32_t(&af)[4] = qf[ks];
+#pragma unroll
+        for (int np = 0; np < K::SNT / 2; ++np) {
+          uint32_t b[4];
+          ldsm_x4(b, kt + slab<K::BT>(tg * K::TPW + np * 16 + bn_row(lane), ks * 16 + bn_col(lane)));
+          mma_bf16(s[2 * np], af, b[0], b[1]);
+          mma_bf16(s[2 * np + 1], af, b[2], b[3]);
+        }
+        if constexpr (K::SNT == 1) {
+          uint32_t b[2];
+          ldsm_x2(b, kt + slab<K::BT>(tg * K::TPW + (lane & 7), ks * 16 + bn_col(lane)));
+          mma_bf16(s[0], af, b[0], b[1]);
+        }
+      }
+    }
+
+    const int tok0 = t_begin + it * K::BT + tg * K::TPW + 2 * t4;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int j = 0; j < K::SNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = tok0 + j * 8 + e < t_end;
+        s[j][e] = ok ? s[j][e] * a.scale_log2 : kNegInf;
+        s[j][2 + e] = ok ? s[j][2 + e] * a.scale_log2 : kNegInf;
+        mx[0] = fmaxf(mx[0], s[j][e]);
+        mx[1] = fmaxf(mx[1], s[j][2 + e]);
+      }
+    mx[0] = quad_max(mx[0]);
+    mx[1] = quad_max(mx[1]);
+    if (t4 == 0) {
+      red_max[tg * K::HB + srow] = mx[0];
+      red_max[tg * K::HB + srow + 8] = mx[1];
+    }
+    __syncthreads();
+
+    // Every tile holds a valid token for every head (tiles start inside the range), so m_new is finite.
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m_new = m_run[r];
+#pragma unroll
+      for (int k = 0; k < K::TG; ++k) m_new = fmaxf(m_new, red_max[k * K::HB + srow + 8 * r]);
+      alpha[r] = exp2f(m_run[r] - m_new);
+      m_run[r] = m_new;
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int j = 0; j < K::SNT; ++j) {
+      const float p0 = exp2f(s[j][0] - m_run[0]), p1 = exp2f(s[j][1] - m_run[0]);
+      const float p2 = exp2f(s[j][2] - m_run[1]), p3 = exp2f(s[j][3] - m_run[1]);
+      l_run[0] += p0 + p1;
+      l_run[1] += p2 + p3;
+      const int col = tg * K::TPW + j * 8 + 2 * t4;
+      *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(p0, p1);
+      *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(p2, p3);
+    }
+    if (tg == 0 && t4 == 0) {
+      alpha_s[srow] = alpha[0];
+      alpha_s[srow + 8] = alpha[1];
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int mi = 0; mi < K::MT; ++mi) {
+      const float al0 = alpha_s[mi * 16 + g], al1 = alpha_s[mi * 16 + g + 8];
+#pragma unroll
+      for (int j = 0; j < K::ONT; ++j) {
+        o[mi][j][0] *= al0;
+        o[mi][j][1] *= al0;
+        o[mi][j][2] *= al1;
+        o[mi][j][3] *= al1;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < K::BT / 16; ++ks) {
+      uint32_t pa[K::MT][4];
+#pragma unroll
+      for (int mi = 0; mi < K::MT; ++mi) ldsm_x4(pa[mi], p_s + swz<K::BT>(mi * 16 + a_row(lane), ks * 16 + a_col(lane)));
+#pragma unroll
+      for (int np = 0; np < K::ONT / 2; ++np) {
+        uint32_t b[4];
+        ldsm_x4_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0 + np * 16 + bk_col(lane)));
+#pragma unroll
+        for (int mi = 0; mi < K::MT; ++mi) {
+          mma_bf16(o[mi][2 * np], pa[mi], b[0], b[1]);
+          mma_bf16(o[mi][2 * np + 1], pa[mi], b[2], b[3]);
+        }
+      }
+      if constexpr (K::ONT == 1) {
+        uint32_t b[2];
+        ldsm_x2_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0));
+#pragma unroll
+        for (int mi = 0; mi < K::MT; ++mi) mma_bf16(o[mi][0], pa[mi], b[0], b[1]);
+      }
+    }
+  }
+
+  // Row sums: over the quad, then over the token groups; the PV warps read them back per row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(l_run[r]);
+    if (t4 == 0) red_sum[tg * K::HB + srow + 8 * r] = l;
+    if (t4 == 0 && tg == 0) rowm_s[srow + 8 * r] = m_run[r];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int mi = 0; mi < K::MT; ++mi)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = mi * 16 + g + 8 * r, head = h0 + row;
+      if (head >= a.H) continue;
+      float l = 0.f;
+#pragma unroll
+      for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
+      const float inv = 1.f / l, lse = (rowm_s[row] + log2f(l)) * kLn2;
+#pragma unroll
+      for (int j = 0; j < K::ONT; ++j)
+        store_row_result<K>(a, n, split, head, c0 + j * 8 + 2 * t4, o[mi][j][2 * r] * inv,
+                            o[mi][j][2 * r + 1] * inv, warp == 0 && t4 == 0 && j == 0, lse);
+    }
+}
+
+// Merges the splits of each (row, head): weights exp(lse_s - lse) over the normalised partials.
+template <int C>
+__global__ void combine_splits_kernel(const DecodeArgs a) {
+  constexpr int kVec = 4, kPerLane = (C / kVec + 31) / 32;
+  const int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (wid >= a.N * a.H) return;
+  const int n = wid / a.H, h = wid % a.H;
+  auto part = [&](int s) { return (int64_t{s} * a.N + n) * a.H + h; };
+  float mx = kNegInf;
+  for (int s = lane; s < a.splits; s += 32) mx = fmaxf(mx, a.part_lse[part(s)]);
+  for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  bf16* out = a.out + n * a.out_s0 + h * a.out_s1;
+  if (mx == kNegInf) {
+    for (int c = lane * 2; c < C; c += 64) *reinterpret_cast<uint32_t*>(out + c) = 0u;
+    if (lane == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
+    return;
+  }
+  float total = 0.f;
+  for (int s = lane; s < a.splits; s += 32) total += __expf(a.part_lse[part(s)] - mx);
+  for (int o = 16; o; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  float acc[kPerLane][kVec] = {};
+  for (int s = 0; s < a.splits; ++s) {
+    const float w = __expf(a.part_lse[part(s)] - mx) / total;
+    if (w == 0.f) continue;  // empty splits and negligible ones: skip their reads
+    const float4* src = reinterpret_cast<const float4*>(a.part_o + part(s) * C);
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int v = lane + 32 * k;
+      if (v * kVec >= C) break;
+      const float4 x = src[v];
+      acc[k][0] += w * x.x;
+      acc[k][1] += w * x.y;
+      acc[k][2] += w * x.z;
+      acc[k][3] += w * x.w;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int v = lane + 32 * k;
+    if (v * kVec >= C) break;
+    uint32_t* dst = reinterpret_cast<uint32_t*>(out + v * kVec);  // rows are only 4-byte aligned
+    dst[0] = pack_bf16(acc[k][0], acc[k][1]);
+    dst[1] = pack_bf16(acc[k][2], acc[k][3]);
+  }
+  if (lane == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
+}
+
+// Split partials: one buffer per (device, stream), grown on demand and kept, so the hot path allocates
+// nothing; calls on one stream run in order, so each may reuse the buffer of the one before.
+float* split_workspace(size_t bytes, cudaStream_t s) {
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> buffers;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& [ptr, cap] = buffers[{current_device(), s}];
+  if (cap < bytes) {
+    if (ptr) {
+      SPLASH_CUDA_CHECK(cudaStreamSynchronize(s));
+      SPLASH_CUDA_CHECK(cudaFree(ptr));
+      ptr = nullptr, cap = 0;
+    }
+    SPLASH_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    cap = bytes;
+  }
+  return static_cast<float*>(ptr);
+}
+
+// Splits per row: the fewest waves of blocks times the tokens each block handles (plus a fixed cost of
+// about two tiles), for the longest row the page table can hold; every split keeps two tiles at least.
+int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
+  const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, 256);
+  int best = 1;
+  double best_cost = 0;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const double waves = static_cast<double>((blocks * s + sms - 1) / sms);
+    const double cost = waves * (static_cast<double>(max_len) / s + 2.0 * bt);
+    if (s == 1 || cost < best_cost) best = static_cast<int>(s), best_cost = cost;
+  }
+  return best;
+}
+
+void check_rows_aligned(const Tensor& t, const char* what) {
+  SPLASH_CHECK(t.dtype() == DType::BF16 && t.ndim() == 3 && t.stride(2) == 1, "{}: bf16 [_, _, _] with contiguous rows",
+               what);
+  SPLASH_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0,
+               "{}: rows must start on 16-byte boundaries (strides {} {})", what, t.stride(0), t.stride(1));
+}
+
+template <int C, int W, int HB>
+void launch_decode(DecodeArgs a, cudaStream_t s) {
+  using K = DecodeCfg<C, W, HB>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_kernel<K>), K::kSmem);
+  const int64_t blocks = int64_t{a.N} * a.G * a.splits;
+  absorbed_decode_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
+  SPLASH_CUDA_LAUNCHED();
+  if (a.splits > 1) {
+    constexpr int kWarpsPerBlock = 8;
+    const int64_t warps = int64_t{a.N} * a.H;
+    combine_splits_kernel<C><<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                               kWarpsPerBlock * 32, 0, s>>>(a);
+    SPLASH_CUDA_LAUNCHED();
+  }
+}
+
+template <int C, int W>
+void dispatch_heads(DecodeArgs a, cudaStream_t s) {
+  if (a.H <= 16) return launch_decode<C, W, 16>(a, s);
+  if (a.H <= 32) return launch_decode<C, W, 32>(a, s);
+  launch_decode<C, W, 64>(a, s);
+}
+
+}  // namespace
+
+void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
+                        cudaStream_t s) {
+  check_rows_aligned(q, "absorbed q");
+  check_rows_aligned(kv.pool, "latent pool");
+  const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
+  SPLASH_CHECK(kv.pool.size(2) == W && out.size(0) == N && out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
+               "absorbed attention shapes: q {} pool {} out {} lse {}", q.shape_str(), kv.pool.shape_str(),
+               out.shape_str(), lse.shape_str());
+  SPLASH_CHECK(out.dtype() == DType::BF16 && out.stride(2) == 1 && out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 &&
+                   reinterpret_cast<uintptr_t>(out.data()) % 4 == 0,
+               "absorbed out: bf16, contiguous rows, even strides");
+  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.stride(1) == 1, "absorbed lse: f32 [N, H]");
+  SPLASH_CHECK(kv.page_table.dtype() == DType::I32 && kv.page_table.stride(1) == 1 && kv.row_seq.dtype() == DType::I32 &&
+                   kv.row_kv_len.dtype() == DType::I32,
+               "absorbed attention: page table and row indices are I32");
+  SPLASH_CHECK((C == 512 && W == 576) || (C == 64 && W == 80),
+               "absorbed attention: latent {} + rope {} is not built (512 + 64 and 64 + 16 are)", C, W - C);
+  if (N == 0 || H == 0) return;
+
+  DecodeArgs a{};
+  a.q = q.ptr<bf16>();
+  a.q_s0 = q.stride(0);
+  a.q_s1 = q.stride(1);
+  a.pool = kv.pool.ptr<bf16>();
+  a.pool_s0 = kv.pool.stride(0);
+  a.pool_s1 = kv.pool.stride(1);
+  a.page_table = kv.page_table.ptr<int32_t>();
+  a.pt_s0 = kv.page_table.stride(0);
+  a.row_seq = kv.row_seq.ptr<int32_t>();
+  a.row_len = kv.row_kv_len.ptr<int32_t>();
+  a.page_size = static_cast<int>(kv.pool.size(1));
+  a.N = static_cast<int>(N);
+  a.H = static_cast<int>(H);
+  const int HB = H <= 16 ? 16 : H <= 32 ? 32 : 64;
+  a.G = static_cast<int>((H + HB - 1) / HB);
+  a.scale_log2 = scale * kLog2e;
+  a.out = out.ptr<bf16>();
+  a.out_s0 = out.stride(0);
+  a.out_s1 = out.stride(1);
+  a.lse = lse.ptr<float>();
+  a.lse_s0 = lse.stride(0);
+  const int64_t max_len = kv.page_table.size(1) * kv.pool.size(1);
+  a.splits = choose_splits(N * a.G, max_len, sm_count(), kTileTokens);
+
+  if (a.splits > 1) {
+    const size_t parts = static_cast<size_t>(a.splits) * N * H;
+    a.part_o = split_workspace(parts * (C + 1) * sizeof(float), s);
+    a.part_lse = a.part_o + parts * C;
+  }
+  if (C == 512)
+    dispatch_heads<512, 576>(a, s);
+  else
+    dispatch_heads<64, 80>(a, s);
+}
+
+}  // namespace splash::cuda

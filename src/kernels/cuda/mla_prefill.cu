@@ -1,0 +1,317 @@
+// Expanded MLA (prefill): MHA with per-head K = [k_nope | k_pe] (k_pe shared by the heads) and V, in
+// the flash-attention-2 shape: a block (one warpgroup) owns 128 query rows of one head and streams
+// 64-token K/V tiles through shared memory. S = Q K^T runs on wgmma straight from shared memory; S and
+// O stay in registers (each warp owns whole rows, so the softmax needs no shared memory) and P V runs
+// on mma.sync with P taken from those registers. Rows carry their own token range, which covers causal
+// prefill over a cached prefix and several sequences in one launch.
+#include <climits>
+#include <limits>
+
+#include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/attention_tiles.cuh"
+#include "kernels/cuda/attention_wgmma.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace splash::cuda {
+namespace {
+
+using namespace attn;
+
+template <int DN_, int DR_, int DV_>
+struct PrefillCfg {
+  static constexpr int DN = DN_, DR = DR_, DV = DV_, DQK = DN + DR;
+  static constexpr int kWarps = 4, kThreads = kWarps * 32;
+  static constexpr int MI = 2;  // 64-row halves: warp w owns rows 16 w + [0, 16) of each
+  static constexpr int BM = 64 * MI;
+  static constexpr int BN = 64;
+  static constexpr int QP = round_up(DQK, 64), VP = round_up(DV, 64);
+  static constexpr int KSTEPS = DQK / 16, SNT = BN / 8, ONT = DV / 8;
+  static constexpr int kQ = 0, kK = kQ + BM * QP * 2, kV = kK + BN * QP * 2;
+  static constexpr int kRange = kV + BN * VP * 2;  // int2 [BM]: each row's token range
+  static constexpr int kBounds = kRange + BM * 8;  // int [4]: the block's union and common span
+  static constexpr int kSmem = kBounds + 16;
+  static_assert(DN % 8 == 0 && DR % 8 == 0 && DQK % 16 == 0 && DV % 16 == 0, "head widths");
+};
+
+struct PrefillArgs {
+  const bf16* q;
+  int64_t q_s0, q_s1;
+  const bf16* k_nope;
+  int64_t kn_s0, kn_s1;
+  const bf16* k_pe;
+  int64_t kp_s0;
+  const bf16* v;
+  int64_t v_s0, v_s1;
+  const int32_t* row_start;
+  const int32_t* row_len;
+  int N, row_tiles;
+  float scale_log2;
+  bf16* out;
+  int64_t out_s0, out_s1;
+  float* lse;
+  int64_t lse_s0;
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+__device__ __forceinline__ int warp_min(int v) {
+  for (int o = 16; o; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ int warp_max(int v) {
+  for (int o = 16; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block (head blockIdx.x, row tile): row tiles run last-first, since later causal rows see more tokens.
+template <class K>
+__global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const PrefillArgs a) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
+  bf16* q_s = reinterpret_cast<bf16*>(smem + K::kQ);
+  bf16* k_s = reinterpret_cast<bf16*>(smem + K::kK);
+  bf16* v_s = reinterpret_cast<bf16*>(smem + K::kV);
+  int2* range_s = reinterpret_cast<int2*>(smem + K::kRange);
+  int* bounds_s = reinterpret_cast<int*>(smem + K::kBounds);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int h = blockIdx.x;
+  const int r0 = (a.row_tiles - 1 - static_cast<int>(blockIdx.y)) * K::BM;
+  auto tile_row = [&](int mi, int r) { return mi * 64 + warp * 16 + g + 8 * r; };  // rows of this thread
+
+  // Thread i reads the token range of row r0 + i; the block reduces the union of the non-empty ranges
+  // (the tiles it visits) and the span every real row covers (tiles inside need no mask).
+  static_assert(K::BM == K::kThreads, "one row per thread");
+  if (tid == 0) bounds_s[0] = INT_MAX, bounds_s[1] = INT_MIN, bounds_s[2] = INT_MIN, bounds_s[3] = INT_MAX;
+  int any_lo = INT_MAX, any_hi = INT_MIN, all_lo = INT_MIN, all_hi = INT_MAX;
+  {
+    int2 range = make_int2(0, 0);
+    if (r0 + tid < a.N) {
+      range.x = a.row_start[r0 + tid];
+      range.y = range.x + a.row_len[r0 + tid];
+      all_lo = range.x;
+      all_hi = range.y;
+      if (range.y > range.x) any_lo = range.x, any_hi = range.y;
+    }
+    range_s[tid] = range;
+  }
+  any_lo = warp_min(any_lo);
+  any_hi = warp_max(any_hi);
+  all_lo = warp_max(all_lo);
+  all_hi = warp_min(all_hi);
+  __syncthreads();
+  if (lane == 0) {
+    atomicMin(&bounds_s[0], any_lo);
+    atomicMax(&bounds_s[1], any_hi);
+    atomicMax(&bounds_s[2], all_lo);
+    atomicMin(&bounds_s[3], all_hi);
+  }
+  __syncthreads();
+  const int lo = bounds_s[0], hi = bounds_s[1], cover_lo = bounds_s[2], cover_hi = bounds_s[3];
+  const int ntiles = lo < hi ? (hi - lo + K::BN - 1) / K::BN : 0;
+
+  // Loads: 8 threads per row, 16 bytes each per step; rows past N and tokens past the union are zeros.
+  const int sub = tid & 7;
+  for (int r = tid >> 3; r < K::BM; r += K::kThreads / 8) {
+    const bool ok = r0 + r < a.N;
+    const bf16* src = a.q + (ok ? r0 + r : 0) * a.q_s0 + h * a.q_s1;
+    for (int c = sub; c < K::DQK / 8; c += 8) cp_async16(q_s + slab<K::BM>(r, c * 8), src + c * 8, ok);
+  }
+  auto load_k = [&](int tile) {
+    for (int r = tid >> 3; r < K::BN; r += K::kThreads / 8) {
+      const int t = lo + tile * K::BN + r;
+      const bool ok = t < hi;
+      const bf16* nope = a.k_nope + (ok ? t : lo) * a.kn_s0 + h * a.kn_s1;
+      const bf16* pe = a.k_pe + (ok ? t : lo) * a.kp_s0;
+      for (int c = sub; c < K::DQK / 8; c += 8)
+        cp_async16(k_s + slab<K::BN>(r, c * 8), c < K::DN / 8 ? nope + c * 8 : pe + (c * 8 - K::DN), ok);
+    }
+  };
+  auto load_v = [&](int tile) {
+    for (int r = tid >> 3; r < K::BN; r += K::kThreads / 8) {
+      const int t = lo + tile * K::BN + r;
+      const bool ok = t < hi;
+      const bf16* src = a.v + (ok ? t : lo) * a.v_s0 + h * a.v_s1;
+      for (int c = sub; c < K::DV / 8; c += 8) cp_async16(v_s + swz<K::VP>(r, c * 8), src + c * 8, ok);
+    }
+  };
+  if (ntiles > 0) load_k(0);
+  cp_async_commit();
+
+  float o[K::MI][K::ONT][4] = {};
+  float m_run[K::MI][2], l_run[K::MI][2];
+#pragma unroll
+  for (int mi = 0; mi < K::MI; ++mi) m_run[mi][0] = m_run[mi][1] = kNegInf, l_run[mi][0] = l_run[mi][1] = 0.f;
+
+  for (int j = 0; j < ntiles; ++j) {
+    cp_async_wait<0>();
+    fence_async_smem();
+    __syncthreads();  // K_j (and Q) visible to wgmma; every warp is done with V_{j-1}
+    load_v(j);
+    cp_async_commit();
+    const int t0 = lo + j * K::BN;
+    const bool full = t0 >= cover_lo && t0 + K::BN <= cover_hi;
+    float s[K::MI][K::SNT][4];
+#pragma unroll
+    for (int mi = 0; mi < K::MI; ++mi)
+#pragma unroll
+      for (int n = 0; n < K::SNT; ++n) s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.f;
+#pragma unroll
+    for (int mi = 0; mi < K::MI; ++mi) reg_fence(s[mi]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < K::KSTEPS; ++ks)
+#pragma unroll
+      for (int mi = 0; mi < K::MI; ++mi)
+        wgmma_m64n64(s[mi], wgmma_desc(q_s + slab<K::BM>(mi * 64, ks * 16)), wgmma_desc(k_s + slab<K::BN>(0, ks * 16)));
+    wgmma_commit();
+    wgmma_wait_all();
+#pragma unroll
+    for (int mi = 0; mi < K::MI; ++mi) reg_fence(s[mi]);
+
+    // Online softmax in log2 units; a row with nothing seen yet keeps m = -inf and p = 0.
+#pragma unroll
+    for (int mi = 0; mi < K::MI; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int2 range = range_s[tile_row(mi, r)];
+        float mx = kNegInf;
+#pragma unroll
+        for (int n = 0; n < K::SNT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int tok = t0 + n * 8 + 2 * t4 + e;
+            float x = s[mi][n][2 * r + e] * a.scale_log2;
+            if (!full && (tok < range.x || tok >= range.y)) x = kNegInf;
+            s[mi][n][2 * r + e] = x;
+            mx = fmaxf(mx, x);
+          }
+        const float m_new = fmaxf(m_run[mi][r], quad_max(mx));
+        const float m_use = m_new == kNegInf ? 0.f : m_new;
+        const float alpha = exp2f(m_run[mi][r] - m_use);
+        m_run[mi][r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < K::SNT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = exp2f(s[mi][n][2 * r + e] - m_use);
+            s[mi][n][2 * r + e] = p;
+            sum += p;
+          }
+        l_run[mi][r] = l_run[mi][r] * alpha + sum;
+#pragma unroll
+        for (int n = 0; n < K::ONT; ++n) o[mi][n][2 * r] *= alpha, o[mi][n][2 * r + 1] *= alpha;
+      }
+    cp_async_wait<0>();
+    __syncthreads();  // V_j visible; every warp is done with K_j
+    if (j + 1 < ntiles) load_k(j + 1);
+    cp_async_commit();
+#pragma unroll
+    for (int kk = 0; kk < K::BN / 16; ++kk) {
+      uint32_t pa[K::MI][4];
+#pragma unroll
+      for (int mi = 0; mi < K::MI; ++mi) {
+        pa[mi][0] = pack_bf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+        pa[mi][1] = pack_bf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+        pa[mi][2] = pack_bf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+        pa[mi][3] = pack_bf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int np = 0; np < K::ONT / 2; ++np) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_s + swz<K::VP>(kk * 16 + bk_row(lane), np * 16 + bk_col(lane)));
+#pragma unroll
+        for (int mi = 0; mi < K::MI; ++mi) {
+          mma_bf16(o[mi][2 * np], pa[mi], b[0], b[1]);
+          mma_bf16(o[mi][2 * np + 1], pa[mi], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mi = 0; mi < K::MI; ++mi)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = r0 + tile_row(mi, r);
+      const float l = quad_sum(l_run[mi][r]);
+      if (row >= a.N) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      bf16* dst = a.out + row * a.out_s0 + h * a.out_s1 + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < K::ONT; ++n)
+        *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(o[mi][n][2 * r] * inv, o[mi][n][2 * r + 1] * inv);
+      if (t4 == 0) a.lse[row * a.lse_s0 + h] = l > 0.f ? (m_run[mi][r] + log2f(l)) * kLn2 : kNegInf;
+    }
+}
+
+template <class K>
+void launch_prefill(PrefillArgs a, int H, cudaStream_t s) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(expanded_prefill_kernel<K>), K::kSmem);
+  a.row_tiles = (a.N + K::BM - 1) / K::BM;
+  expanded_prefill_kernel<K><<<dim3(H, a.row_tiles), K::kThreads, K::kSmem, s>>>(a);
+  SPLASH_CUDA_LAUNCHED();
+}
+
+void check_view(const Tensor& t, int ndim, const char* what) {
+  SPLASH_CHECK(t.dtype() == DType::BF16 && t.ndim() == ndim && t.stride(ndim - 1) == 1,
+               "{}: bf16 with {} dims and contiguous rows, got {}", what, ndim, t.shape_str());
+  bool aligned = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+  for (int d = 0; d + 1 < ndim; ++d) aligned = aligned && t.stride(d) % 8 == 0;
+  SPLASH_CHECK(aligned, "{}: rows must start on 16-byte boundaries", what);
+}
+
+}  // namespace
+
+void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                        const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len,
+                        float scale, cudaStream_t s) {
+  check_view(q, 3, "expanded q");
+  check_view(k_nope, 3, "k_nope");
+  check_view(k_pe, 2, "k_pe");
+  check_view(v, 3, "v");
+  const int64_t N = q.size(0), H = q.size(1), dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
+  SPLASH_CHECK(q.size(2) == dn + dr && out.size(2) == dv && k_nope.size(1) == H && v.size(1) == H &&
+                   out.size(0) == N && out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
+               "expanded attention shapes: q {} k_nope {} k_pe {} v {} out {}", q.shape_str(), k_nope.shape_str(),
+               k_pe.shape_str(), v.shape_str(), out.shape_str());
+  SPLASH_CHECK(out.dtype() == DType::BF16 && out.stride(2) == 1 && out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 &&
+                   reinterpret_cast<uintptr_t>(out.data()) % 4 == 0,
+               "expanded out: bf16, contiguous rows, even strides");
+  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.stride(1) == 1, "expanded lse: f32 [N, H]");
+  SPLASH_CHECK(row_kv_start.dtype() == DType::I32 && row_kv_len.dtype() == DType::I32, "expanded row ranges: I32");
+  const bool v3 = dn == 128 && dr == 64 && dv == 128, small = dn == 32 && dr == 16 && dv == 32;
+  SPLASH_CHECK(v3 || small, "expanded attention: head dims {}/{}/{} are not built (128/64/128 and 32/16/32 are)", dn,
+               dr, dv);
+  if (N == 0 || H == 0) return;
+
+  PrefillArgs a{};
+  a.q = q.ptr<bf16>();
+  a.q_s0 = q.stride(0);
+  a.q_s1 = q.stride(1);
+  a.k_nope = k_nope.ptr<bf16>();
+  a.kn_s0 = k_nope.stride(0);
+  a.kn_s1 = k_nope.stride(1);
+  a.k_pe = k_pe.ptr<bf16>();
+  a.kp_s0 = k_pe.stride(0);
+  a.v = v.ptr<bf16>();
+  a.v_s0 = v.stride(0);
+  a.v_s1 = v.stride(1);
+  a.row_start = row_kv_start.ptr<int32_t>();
+  a.row_len = row_kv_len.ptr<int32_t>();
+  a.N = static_cast<int>(N);
+  a.scale_log2 = scale * kLog2e;
+  a.out = out.ptr<bf16>();
+  a.out_s0 = out.stride(0);
+  a.out_s1 = out.stride(1);
+  a.lse = lse.ptr<float>();
+  a.lse_s0 = lse.stride(0);
+  if (v3)
+    launch_prefill<PrefillCfg<128, 64, 128>>(a, static_cast<int>(H), s);
+  else
+    launch_prefill<PrefillCfg<32, 16, 32>>(a, static_cast<int>(H), s);
+}
+
+}  // namespace splash::cuda

@@ -1,0 +1,64 @@
+#include "kv/kv_cache_manager.h"
+
+#include "core/error.h"
+
+namespace splash {
+
+KvCacheManager::KvCacheManager(int ranks, int layers, int page_size, int64_t pages_per_rank)
+    : layers_(layers), page_size_(page_size), seqs_(static_cast<size_t>(ranks)) {
+  SPLASH_CHECK(page_size > 0 && ranks > 0 && layers > 0, "kv cache shape");
+  for (int r = 0; r < ranks; ++r) pools_.emplace_back(pages_per_rank);
+}
+
+int64_t KvCacheManager::pages_to_grow(int r, int64_t seq, int owner, int64_t ctx, Layout layout) const {
+  const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
+  const SeqPages* s = find(r, seq);
+  const int64_t have = s && !s->layers.empty() ? static_cast<int64_t>(s->layers[0].size()) : 0;
+  return std::max<int64_t>(0, pages_for_tokens(held) - have) * layers_;
+}
+
+bool KvCacheManager::can_grow(int64_t seq, int owner, int64_t ctx, Layout layout) const {
+  for (int r = 0; r < ranks(); ++r)
+    if (pages_to_grow(r, seq, owner, ctx, layout) > pools_[r].free_count()) return false;
+  return true;
+}
+
+bool KvCacheManager::grow(int64_t seq, int owner, int64_t ctx, Layout layout) {
+  if (!can_grow(seq, owner, ctx, layout)) return false;
+  for (int r = 0; r < ranks(); ++r) {
+    const int64_t need = pages_to_grow(r, seq, owner, ctx, layout);
+    const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
+    if (need == 0 && held == 0 && !find(r, seq)) continue;
+    SeqPages& s = seqs_[r][seq];
+    if (s.layers.empty()) s.layers.resize(static_cast<size_t>(layers_));
+    if (need > 0) {
+      std::vector<int32_t> pages = *pools_[r].allocate(need);
+      const int64_t per_layer = need / layers_;
+      for (int l = 0; l < layers_; ++l)
+        s.layers[l].insert(s.layers[l].end(), pages.begin() + l * per_layer, pages.begin() + (l + 1) * per_layer);
+    }
+    s.tokens = std::max(s.tokens, held);
+  }
+  return true;
+}
+
+void KvCacheManager::release(int64_t seq) {
+  for (int r = 0; r < ranks(); ++r) {
+    auto it = seqs_[r].find(seq);
+    if (it == seqs_[r].end()) continue;
+    for (auto& layer : it->second.layers) pools_[r].release(layer);
+    seqs_[r].erase(it);
+  }
+}
+
+const SeqPages* KvCacheManager::find(int r, int64_t seq) const {
+  auto it = seqs_[r].find(seq);
+  return it == seqs_[r].end() ? nullptr : &it->second;
+}
+
+SeqPages* KvCacheManager::find(int r, int64_t seq) {
+  auto it = seqs_[r].find(seq);
+  return it == seqs_[r].end() ? nullptr : &it->second;
+}
+
+}  // namespace splash

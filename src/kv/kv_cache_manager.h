@@ -1,0 +1,52 @@
+#pragma once
+// The leader's view of every rank's latent cache: one page pool per rank and, per request and rank,
+// one page table per layer (layers have separate tables so a layout switch can retire one layer's
+// pages while the next is in transit). Ranks receive these tables with the step plan and own only
+// the page storage, as vLLM's workers receive block tables from the scheduler.
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "layout/layout.h"
+
+namespace splash {
+
+struct SeqPages {
+  int64_t tokens = 0;                        // latent tokens this rank holds for the request
+  std::vector<std::vector<int32_t>> layers;  // [layer][page]
+  int32_t slot(int layer, int64_t local_index, int page_size) const {
+    return layers[layer][local_index / page_size] * page_size + static_cast<int32_t>(local_index % page_size);
+  }
+};
+
+class KvCacheManager {
+ public:
+  KvCacheManager(int ranks, int layers, int page_size, int64_t pages_per_rank);
+
+  int ranks() const { return static_cast<int>(pools_.size()); }
+  int layers() const { return layers_; }
+  int page_size() const { return page_size_; }
+  const PagePool& pool(int rank) const { return pools_[rank]; }
+  PagePool& pool(int rank) { return pools_[rank]; }
+
+  // Pages rank `r` must add so request `seq` holds its first `ctx` positions under `layout`.
+  int64_t pages_to_grow(int r, int64_t seq, int owner, int64_t ctx, Layout layout) const;
+  bool can_grow(int64_t seq, int owner, int64_t ctx, Layout layout) const;
+  // Grows every rank's tables; returns false with nothing changed when some rank lacks pages.
+  bool grow(int64_t seq, int owner, int64_t ctx, Layout layout);
+  // Frees the request's pages on every rank.
+  void release(int64_t seq);
+
+  const SeqPages* find(int r, int64_t seq) const;
+  SeqPages* find(int r, int64_t seq);
+  int64_t pages_for_tokens(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
+
+ private:
+  int layers_;
+  int page_size_;
+  std::vector<PagePool> pools_;
+  std::vector<std::unordered_map<int64_t, SeqPages>> seqs_;  // per rank
+};
+
+}  // namespace splash

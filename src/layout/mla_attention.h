@@ -1,0 +1,14 @@
+#pragma once
+// Multi-head latent attention of one layer in the step's layout (DESIGN section 4). Input: the
+// normed hidden states of all N rows (replicated); output: the attention block's result for all N
+// rows, replicated on every rank.
+#include "layout/attention_rows.h"
+#include "model/model_weights.h"
+#include "model/rank_env.h"
+
+namespace splash {
+
+void mla_attention(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
+                   Tensor x, Tensor out);
+
+}  // namespace splash

@@ -1,0 +1,94 @@
+#include "model/deepseek_model.h"
+
+#include "core/error.h"
+#include "layout/mla_attention.h"
+
+namespace splash {
+namespace {
+
+MoeRouting routing_of(const ModelConfig& c) {
+  MoeRouting r;
+  r.top_k = c.num_experts_per_tok;
+  r.n_group = c.n_group;
+  r.topk_group = c.topk_group;
+  r.sigmoid = c.scoring_func == ScoringFunc::Sigmoid;
+  r.grouped = c.topk_method != TopkMethod::Greedy;
+  r.group_by_top2_sum = c.topk_method == TopkMethod::NoauxTc;
+  r.norm_topk_prob = c.norm_topk_prob;
+  r.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
+  return r;
+}
+
+}  // namespace
+
+void DeepseekModel::mlp(const LayerWeights& lw, Tensor x, Tensor out) {
+  Backend& be = env_.be;
+  const int64_t N = x.size(0);
+  auto gated = [&](const MlpWeights& m, bool accumulate) {
+    const int64_t inter = m.down.in_features();
+    Tensor gu = be.empty(be.act_dtype(), {N, 2 * inter}), h = be.empty(be.act_dtype(), {N, inter});
+    be.linear(gu, x, m.gate_up);
+    be.silu_mul(h, gu);
+    be.linear(out, h, m.down, accumulate);
+  };
+  if (lw.mlp) {
+    gated(*lw.mlp, false);
+  } else {
+    const MoeWeights& m = *lw.moe;
+    const ModelConfig& c = env_.cfg;
+    Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
+    be.linear(router_logits, x, m.router);
+    Tensor ids = be.empty(DType::I32, {N, c.num_experts_per_tok});
+    Tensor wts = be.empty(DType::F32, {N, c.num_experts_per_tok});
+    be.moe_route(ids, wts, router_logits, m.score_bias, routing_of(c));
+    be.fill_zero(out);
+    be.moe_experts(out, x, ids, wts, m.experts_gate_up, m.experts_down, m.expert_begin);
+    if (m.shared) gated(*m.shared, true);
+  }
+  env_.comm.all_reduce_sum(out);
+}
+
+Tensor DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const StepRows& sr) {
+  Backend& be = env_.be;
+  std::vector<int32_t> rows;
+  int64_t row = 0;
+  for (const StepSeq& s : plan.seqs) {
+    for (int64_t j = 0; j < s.n_new; ++j, ++row)
+      if (plan.all_logits || (s.logits && j == s.n_new - 1)) rows.push_back(static_cast<int32_t>(row));
+  }
+  const int64_t n = static_cast<int64_t>(rows.size()), d = hidden.size(1), V = env_.cfg.vocab_size;
+  Tensor h = be.empty(be.act_dtype(), {n, d});
+  if (n > 0) be.gather_rows(h, hidden, upload_i32(be, rows));
+  be.rms_norm(h, h, w_.final_norm, static_cast<float>(env_.cfg.rms_norm_eps));
+  const int64_t v_local = w_.lm_head.out_features();
+  Tensor local = be.empty(DType::F32, {n, v_local});
+  be.linear(local, h, w_.lm_head);
+  if (v_local == V) return be.to_host_f32(local);
+  const int T = env_.ranks();
+  Tensor parts = be.empty(DType::F32, {T, n, v_local}), full = be.empty(DType::F32, {n, V});
+  env_.comm.all_gather(local, parts);
+  for (int r = 0; r < T; ++r) be.copy(full.slice(1, r * v_local, (r + 1) * v_local), parts.select(0, r));
+  return be.to_host_f32(full);
+}
+
+Tensor DeepseekModel::forward(const StepPlan& plan) {
+  Backend& be = env_.be;
+  const StepRows sr = make_step_rows(plan, env_.rank(), env_.ranks());
+  const int64_t N = plan.rows(), d = env_.cfg.hidden_size;
+  const float eps = static_cast<float>(env_.cfg.rms_norm_eps);
+  Tensor x = be.empty(be.act_dtype(), {N, d}), xn = be.empty(be.act_dtype(), {N, d}),
+         y = be.empty(be.act_dtype(), {N, d});
+  be.embedding(x, upload_i32(be, plan.tokens), w_.embed);
+  for (int l = 0; l < env_.cfg.num_hidden_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    be.rms_norm(xn, x, lw.input_norm, eps);
+    mla_attention(env_, lw.attn, l, plan, sr, xn, y);
+    be.add(x, x, y);
+    be.rms_norm(xn, x, lw.post_attention_norm, eps);
+    mlp(lw, xn, y);
+    be.add(x, x, y);
+  }
+  return logits(x, plan, sr);
+}
+
+}  // namespace splash

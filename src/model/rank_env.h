@@ -1,0 +1,20 @@
+#pragma once
+// Everything one rank computes with: its backend, its communicator, the model's shape and its own
+// latent page storage. Ranks share nothing else.
+#include "comm/communicator.h"
+#include "core/backend.h"
+#include "model/model_config.h"
+
+namespace splash {
+
+struct RankEnv {
+  Backend& be;
+  Communicator& comm;
+  const ModelConfig& cfg;
+  RopeTable rope;
+  Tensor kv_pool;  // [pages, page_size, C + d_r]
+  int rank() const { return comm.rank(); }
+  int ranks() const { return comm.size(); }
+};
+
+}  // namespace splash

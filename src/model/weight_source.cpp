@@ -1,0 +1,109 @@
+#include "model/weight_source.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/fp8_block.h"
+
+namespace splash {
+namespace {
+
+std::string shape_str(std::span<const int64_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+Tensor host_f32(std::span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  Tensor flat = cpu_tensor(DType::F32, {n});
+  return Tensor(flat.data(), DType::F32, shape.data(), static_cast<int>(shape.size()), Device::CPU, flat.owner());
+}
+
+class CheckpointWeights : public WeightSource {
+ public:
+  explicit CheckpointWeights(const std::string& dir) : ckpt_(Checkpoint::open(dir)) {}
+
+  std::string describe() const override { return ckpt_->dir(); }
+  bool has(const std::string& name) const override { return ckpt_->has(name); }
+
+  Tensor load_f32(const std::string& name, std::span<const int64_t> shape) const override {
+    const TensorInfo& info = ckpt_->get(name);
+    if (info.shape != std::vector<int64_t>(shape.begin(), shape.end()))
+      fail("{}: tensor '{}' has shape {}, the config implies {}", info.file, name,
+           shape_str(info.shape), shape_str(shape));
+    Tensor out = host_f32(shape);
+    if (info.dtype == DType::F8E4M3) {
+      const std::string scale_name = name + "_scale_inv";
+      if (!ckpt_->has(scale_name)) fail("{}: FP8 tensor '{}' has no '{}'", info.file, name, scale_name);
+      dequantize_fp8_block(info, ckpt_->get(scale_name), out.ptr<float>());
+    } else if (info.dtype == DType::F32 || info.dtype == DType::BF16 || info.dtype == DType::F16) {
+      convert_to_f32(info.dtype, info.data, out.ptr<float>(), static_cast<size_t>(out.numel()));
+    } else {
+      fail("{}: tensor '{}' has dtype {}, expected a float type", info.file, name, dtype_name(info.dtype));
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Seeded, name-keyed values: the same tensor gets the same values whatever the rank or load order.
+class DummyWeights : public WeightSource {
+ public:
+  DummyWeights(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg), seed_(seed) {}
+
+  std::string describe() const override { return "dummy weights (seed " + std::to_string(seed_) + ")"; }
+  bool has(const std::string& name) const override {
+    return name != "lm_head.weight" || !cfg_.tie_word_embeddings;
+  }
+
+  Tensor load_f32(const std::string& name, std::span<const int64_t> shape) const override {
+    Tensor out = host_f32(shape);
+    float* p = out.ptr<float>();
+    const int64_t n = out.numel();
+    const bool is_norm = name.find("norm") != std::string::npos;
+    const bool is_bias = name.find("bias") != std::string::npos;
+    if (is_norm || is_bias) {
+      std::fill(p, p + n, is_norm ? 1.0f : 0.0f);
+      return out;
+    }
+    // Uniform in +-1/sqrt(fan_in) keeps activations bounded through deep stacks.
+    const float a = 1.0f / std::sqrt(static_cast<float>(shape.back()));
+    uint64_t state = seed_ ^ fnv1a(name);
+    for (int64_t i = 0; i < n; ++i) {
+      state += 0x9e3779b97f4a7c15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      p[i] = a * (static_cast<float>(z >> 40) / static_cast<float>(1 << 23) - 1.0f);
+    }
+    return out;
+  }
+
+ private:
+  ModelConfig cfg_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> open_checkpoint_weights(const std::string& dir) {
+  return std::make_unique<CheckpointWeights>(dir);
+}
+
+std::unique_ptr<WeightSource> make_dummy_weights(const ModelConfig& cfg, uint64_t seed) {
+  return std::make_unique<DummyWeights>(cfg, seed);
+}
+
+}  // namespace splash

@@ -1,0 +1,22 @@
+#pragma once
+// DeepSeek-V3's chat format (the Jinja template of its tokenizer_config.json, without tool calls),
+// rendered directly so serving needs no template engine.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace splash {
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+// bos, the system messages' contents (joined by "\n\n" as the official template does), then
+// "<｜User｜>" + content per user message and "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>" per
+// assistant message, then "<｜Assistant｜>" when add_generation_prompt. Other roles: splash::Error.
+std::string apply_deepseek_v3_chat_template(const std::vector<ChatMessage>& messages,
+                                            bool add_generation_prompt,
+                                            std::string_view bos_token = "<｜begin▁of▁sentence｜>");
+
+}  // namespace splash

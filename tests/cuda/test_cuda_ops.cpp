@@ -1,0 +1,566 @@
+// Every CUDA backend op against the CPU reference: fresh random inputs (rounded to bf16 first, so both
+// backends see identical values), outputs poisoned with NaN so an unwritten element fails, errors
+// measured as max |got - ref| / max |ref|. Strided views follow what the model passes
+// (src/layout/mla_attention.cpp). Skipped where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+
+namespace splash {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr double kBf16Tol = 1e-2;  // one bf16 rounding of the result plus f32 reordering
+constexpr double kF32Tol = 1e-4;   // f32 results of bf16 inputs: only summation order differs
+
+class CudaOps : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    try {
+      gpu_ = make_cuda_backend(0).release();
+    } catch (const Error& e) {
+      skip_reason_ = new std::string(e.what());
+    }
+  }
+  static void TearDownTestSuite() {
+    delete gpu_;
+    gpu_ = nullptr;
+  }
+  void SetUp() override {
+    if (!gpu_) GTEST_SKIP() << "no CUDA device: " << (skip_reason_ ? *skip_reason_ : "");
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+  }
+
+  Backend& gpu() { return *gpu_; }
+
+  // Host F32 values in [lo, hi), rounded to bf16 so the GPU's bf16 copy holds exactly these values.
+  Tensor rand(std::initializer_list<int64_t> shape, float lo = -1.0f, float hi = 1.0f) {
+    Tensor t = cpu_tensor(DType::F32, shape);
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = bf16_to_f32(f32_to_bf16(d(rng_)));
+    return t;
+  }
+  Tensor filled(std::initializer_list<int64_t> shape, float v) {
+    Tensor t = cpu_tensor(DType::F32, shape);
+    std::fill(t.ptr<float>(), t.ptr<float>() + t.numel(), v);
+    return t;
+  }
+  static Tensor host_i32(const std::vector<int32_t>& v) {
+    Tensor t = cpu_tensor(DType::I32, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+    return t;
+  }
+  Tensor dev(const Tensor& host, DType dt = DType::BF16) { return gpu().upload(host, dt); }
+  // A device output of `shape` full of NaN.
+  Tensor poisoned(std::initializer_list<int64_t> shape, DType dt = DType::BF16) {
+    return dev(filled(shape, kNaN), dt);
+  }
+  std::vector<int32_t> rand_ints(int64_t n, int32_t lo, int32_t hi) {
+    std::uniform_int_distribution<int32_t> d(lo, hi - 1);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = d(rng_);
+    return v;
+  }
+
+  // max |got - ref| / max |ref| over two same-shaped tensors (any backend, any layout); NaN fails.
+  void expect_close(const Tensor& got, const Tensor& ref, double tol, const std::string& what) {
+    Tensor g = got.device() == Device::CUDA ? gpu().to_host_f32(got) : cpu_.to_host_f32(got);
+    Tensor r = ref.device() == Device::CUDA ? gpu().to_host_f32(ref) : cpu_.to_host_f32(ref);
+    ASSERT_TRUE(g.same_shape(r)) << what << ": " << g.shape_str() << " vs " << r.shape_str();
+    double err = 0, scale = 0;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      const float a = g.ptr<float>()[i], b = r.ptr<float>()[i];
+      if (std::isnan(a) != std::isnan(b) || std::isinf(a) != std::isinf(b)) {
+        bad = i;
+        break;
+      }
+      if (std::isfinite(b)) {
+        err = std::max(err, static_cast<double>(std::fabs(a - b)));
+        scale = std::max(scale, static_cast<double>(std::fabs(b)));
+      }
+    }
+    ASSERT_LT(bad, 0) << what << ": element " << bad << " is " << g.ptr<float>()[bad] << ", reference "
+                      << r.ptr<float>()[bad] << " (seed " << seed_ << ")";
+    const double rel = err / std::max(scale, 1e-30);
+    EXPECT_LE(rel, tol) << what << ": max abs error " << err << " over max |ref| " << scale << " (seed " << seed_
+                        << ")";
+  }
+
+  static Backend* gpu_;
+  static std::string* skip_reason_;
+  CpuBackend cpu_;
+  unsigned seed_ = 0;
+  std::mt19937 rng_;
+};
+
+Backend* CudaOps::gpu_ = nullptr;
+std::string* CudaOps::skip_reason_ = nullptr;
+
+TEST_F(CudaOps, UploadConvertsAndReadsBack) {
+  Tensor h = rand({37, 65}, -3, 3);
+  for (int i = 0; i < 65; ++i) h.ptr<float>()[i] = static_cast<float>(i) * 0.37f;  // not bf16-exact
+  Tensor b = dev(h, DType::BF16);
+  Tensor back = gpu().to_host_f32(b);
+  for (int64_t i = 0; i < h.numel(); ++i)
+    ASSERT_EQ(back.ptr<float>()[i], bf16_to_f32(f32_to_bf16(h.ptr<float>()[i]))) << "element " << i;
+  Tensor f = dev(h, DType::F32);
+  expect_close(f, h, 0, "f32 upload");
+  std::vector<int32_t> ids = rand_ints(1000, -50, 50);
+  Tensor di = dev(host_i32(ids), DType::I32);
+  Tensor hi = cpu_tensor(DType::I32, {1000});
+  gpu().copy(hi, di);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(hi.ptr<int32_t>()[i], ids[i]);
+}
+
+TEST_F(CudaOps, CopiesStridedViewsBothWays) {
+  // Device <- host into a strided 3-D view (the DOP head-block copy), small (staged) and large (direct).
+  for (int64_t R : {5, 3000}) {
+    Tensor src = rand({R, 4, 80});
+    Tensor dst = poisoned({R, 12, 80}, DType::F32);
+    Tensor ref = filled({R, 12, 80}, kNaN);
+    gpu().copy(dst.slice(1, 4, 8), src);
+    cpu_.copy(ref.slice(1, 4, 8), src);
+    expect_close(dst.slice(1, 4, 8), ref.slice(1, 4, 8), 0, "host->device strided");
+    // Device -> device between strided views of different layouts, and device -> strided host.
+    Tensor d2 = poisoned({4, R, 64}, DType::F32);
+    gpu().copy(d2.transpose(0, 1), dst.slice(1, 4, 8).slice(2, 16, 80));
+    Tensor r2 = filled({4, R, 64}, kNaN);
+    cpu_.copy(r2.transpose(0, 1), ref.slice(1, 4, 8).slice(2, 16, 80));
+    expect_close(d2, r2, 0, "device->device transposed");
+    Tensor h2 = filled({R, 8, 64}, kNaN);
+    gpu().copy(h2.slice(1, 2, 6), d2.transpose(0, 1));
+    expect_close(h2.slice(1, 2, 6), r2.transpose(0, 1), 0, "device->host strided");
+  }
+}
+
+TEST_F(CudaOps, FillZeroTouchesOnlyTheView) {
+  Tensor h = rand({33, 3, 70});
+  Tensor d = dev(h);
+  Tensor ref = cpu_.to_host_f32(h);
+  gpu().fill_zero(d.slice(2, 6, 38).slice(1, 1, 3));
+  cpu_.fill_zero(ref.slice(2, 6, 38).slice(1, 1, 3));
+  expect_close(d, ref, 0, "fill_zero");
+}
+
+TEST_F(CudaOps, Embedding) {
+  const int64_t V = 300, d = 256, N = 77;
+  Tensor table = rand({V, d});
+  std::vector<int32_t> ids = rand_ints(N, 0, V);
+  Tensor out = poisoned({N, d}), ref = cpu_tensor(DType::F32, {N, d});
+  gpu().embedding(out, dev(host_i32(ids), DType::I32), dev(table));
+  cpu_.embedding(ref, host_i32(ids), table);
+  expect_close(out, ref, 0, "embedding");
+}
+
+TEST_F(CudaOps, EmbeddingRejectsBadIds) {
+  Tensor out = poisoned({2, 64});
+  gpu().embedding(out, dev(host_i32({1, 500}), DType::I32), dev(rand({10, 64})));
+  EXPECT_THROW(gpu().synchronize(), Error);
+  gpu().synchronize();  // the report was consumed
+}
+
+TEST_F(CudaOps, RmsNormStridedAndInPlace) {
+  for (int64_t d : {64, 100, 7168}) {
+    const int64_t N = 19;
+    Tensor x = rand({N, d + 40}, -2, 2), w = rand({d}, 0.5f, 1.5f);
+    Tensor dx = dev(x), dw = dev(w, DType::F32);
+    Tensor out = poisoned({N, d}), ref = cpu_tensor(DType::F32, {N, d});
+    gpu().rms_norm(out, dx.slice(1, 40, 40 + d), dw, 1e-6f);
+    cpu_.rms_norm(ref, x.slice(1, 40, 40 + d), w, 1e-6f);
+    expect_close(out, ref, kBf16Tol, "rms_norm d=" + std::to_string(d));
+    // In place on a column block, as the model norms c_kv inside the latent row.
+    gpu().rms_norm(dx.slice(1, 0, d), dx.slice(1, 0, d), dw, 1e-6f);
+    cpu_.rms_norm(x.slice(1, 0, d), x.slice(1, 0, d), w, 1e-6f);
+    expect_close(dx, x, kBf16Tol, "rms_norm in place d=" + std::to_string(d));
+  }
+}
+
+TEST_F(CudaOps, RopeOnSlices) {
+  const int64_t N = 23, H = 8, dn = 32, dr = 16, P = 64;
+  RopeTable host{rand({P, dr / 2}), rand({P, dr / 2})};
+  RopeTable dt{dev(host.cos, DType::F32), dev(host.sin, DType::F32)};
+  std::vector<int32_t> pos = rand_ints(N, 0, P);
+  // q's rope part: q3.slice(2, d_n, d_qk).
+  Tensor q = rand({N, H, dn + dr});
+  Tensor dq = dev(q);
+  gpu().rope(dq.slice(2, dn, dn + dr), dev(host_i32(pos), DType::I32), dt);
+  cpu_.rope(q.slice(2, dn, dn + dr), host_i32(pos), host);
+  expect_close(dq, q, kBf16Tol, "rope on q");
+  // k_pe: lat.slice(1, C, W).unsqueeze(1).
+  const int64_t C = 64;
+  Tensor lat = rand({N, C + dr});
+  Tensor dl = dev(lat);
+  gpu().rope(dl.slice(1, C, C + dr).unsqueeze(1), dev(host_i32(pos), DType::I32), dt);
+  cpu_.rope(lat.slice(1, C, C + dr).unsqueeze(1), host_i32(pos), host);
+  expect_close(dl, lat, kBf16Tol, "rope on k_pe");
+  // d_r = 64, DeepSeek-V3's.
+  RopeTable host64{rand({P, 32}), rand({P, 32})};
+  Tensor k = rand({N, 3, 64});
+  Tensor dk = dev(k);
+  gpu().rope(dk, dev(host_i32(pos), DType::I32), RopeTable{dev(host64.cos, DType::F32), dev(host64.sin, DType::F32)});
+  cpu_.rope(k, host_i32(pos), host64);
+  expect_close(dk, k, kBf16Tol, "rope d_r=64");
+}
+
+TEST_F(CudaOps, SiluMulAndAdd) {
+  for (int64_t I : {96, 2048, 13}) {
+    const int64_t N = 41;
+    Tensor gu = rand({N, 2 * I}, -4, 4);
+    Tensor out = poisoned({N, I}), ref = cpu_tensor(DType::F32, {N, I});
+    gpu().silu_mul(out, dev(gu));
+    cpu_.silu_mul(ref, gu);
+    expect_close(out, ref, kBf16Tol, "silu_mul I=" + std::to_string(I));
+    Tensor a = rand({N, I}), b = rand({N, I + 8});
+    Tensor da = dev(a), db = dev(b);
+    gpu().add(da, da, db.slice(1, 8, 8 + I));
+    cpu_.add(a, a, b.slice(1, 8, 8 + I));
+    expect_close(da, a, kBf16Tol, "add I=" + std::to_string(I));
+  }
+}
+
+TEST_F(CudaOps, GatherScatterRows) {
+  const int64_t R = 50, d = 72, n = 31;
+  Tensor in = rand({R, d + 8});
+  std::vector<int32_t> rows = rand_ints(n, 0, R);
+  Tensor out = poisoned({n, d}), ref = cpu_tensor(DType::F32, {n, d});
+  gpu().gather_rows(out, dev(in).slice(1, 8, 8 + d), dev(host_i32(rows), DType::I32));
+  cpu_.gather_rows(ref, in.slice(1, 8, 8 + d), host_i32(rows));
+  expect_close(out, ref, 0, "gather_rows");
+  // Scatter to distinct rows of a strided destination.
+  std::vector<int32_t> perm(R);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng_);
+  perm.resize(n);
+  Tensor src = rand({n, d});
+  Tensor dst = rand({R, d + 5});
+  Tensor ddst = dev(dst);
+  gpu().scatter_rows(ddst.slice(1, 5, 5 + d), dev(src), dev(host_i32(perm), DType::I32));
+  cpu_.scatter_rows(dst.slice(1, 5, 5 + d), src, host_i32(perm));
+  expect_close(ddst, dst, 0, "scatter_rows");
+}
+
+TEST_F(CudaOps, LatentStoreAndGather) {
+  const int64_t pages = 7, page = 16, W = 576, N = 40;
+  Tensor pool_h = rand({pages, page, W});
+  Tensor pool = dev(pool_h);
+  std::vector<int32_t> slots(N);
+  std::vector<int32_t> all(pages * page);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng_);
+  for (int64_t i = 0; i < N; ++i) slots[i] = i % 5 == 3 ? -1 : all[i];  // -1 skips a row
+  Tensor lat = rand({N, W});
+  gpu().store_latents(pool, dev(lat), dev(host_i32(slots), DType::I32));
+  cpu_.store_latents(pool_h, lat, host_i32(slots));
+  expect_close(pool, pool_h, 0, "store_latents");
+  std::vector<int32_t> g = rand_ints(N, 0, pages * page);
+  Tensor out = poisoned({N, W}), ref = cpu_tensor(DType::F32, {N, W});
+  gpu().gather_latents(out, pool, dev(host_i32(g), DType::I32));
+  cpu_.gather_latents(ref, pool_h, host_i32(g));
+  expect_close(out, ref, 0, "gather_latents");
+}
+
+TEST_F(CudaOps, LinearShapesDtypesAndLayouts) {
+  struct Case {
+    int64_t M, K, N;
+    bool transposed, accumulate, f32_out, f32_weight;
+  };
+  const Case cases[] = {
+      {64, 256, 512, false, false, false, false},  // a projection
+      {1, 256, 96, false, false, false, false},    // decode: one row
+      {37, 100, 37, false, false, false, false},   // odd sizes: 2-byte alignment only
+      {33, 256, 128, true, false, false, false},   // o_proj kept as [K, N]
+      {20, 512, 256, false, true, false, false},   // shared expert accumulating into the routed sum
+      {17, 256, 512, false, false, true, false},   // lm_head: bf16 in, f32 logits
+      {9, 256, 8, false, false, true, true},       // router: f32 weight, f32 logits
+      {300, 7168, 24, false, false, true, false},  // long K, split-K territory
+  };
+  for (const Case& c : cases) {
+    const std::string what = "linear M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) +
+                              " N=" + std::to_string(c.N) + (c.transposed ? " T" : "") + (c.accumulate ? " acc" : "") +
+                              (c.f32_weight ? " f32w" : "");
+    Tensor x = rand({c.M, c.K + 16});
+    Tensor w = c.transposed ? rand({c.K, c.N}, -0.2f, 0.2f) : rand({c.N, c.K}, -0.2f, 0.2f);
+    Tensor init = rand({c.M, c.N});
+    const DType out_dt = c.f32_out ? DType::F32 : DType::BF16;
+    Tensor out = c.accumulate ? dev(init, out_dt) : poisoned({c.M, c.N}, out_dt);
+    Tensor ref = cpu_.to_host_f32(init);
+    gpu().linear(out, dev(x).slice(1, 16, 16 + c.K), Weight{dev(w, c.f32_weight ? DType::F32 : DType::BF16), {}, c.transposed},
+                 c.accumulate);
+    cpu_.linear(ref, x.slice(1, 16, 16 + c.K), Weight{w, {}, c.transposed}, c.accumulate);
+    expect_close(out, ref, c.f32_out ? kF32Tol : kBf16Tol, what);
+  }
+}
+
+TEST_F(CudaOps, MatmulOnHeadViews) {
+  // absorb_q and unabsorb of src/layout/mla_attention.cpp: batched over heads through transposed views.
+  const int64_t R = 29, Hh = 8, C = 64, dn = 32, dr = 16, dv = 32, dqk = dn + dr, W = C + dr;
+  Tensor q = rand({R, Hh, dqk});
+  Tensor kvb = rand({Hh * (dn + dv), C}, -0.3f, 0.3f);
+  Tensor dq = dev(q), dkvb = dev(kvb);
+  auto w_uk = [&](const Tensor& t) { return t.reshape({Hh, dn + dv, C}).slice(1, 0, dn); };
+  auto w_uv = [&](const Tensor& t) { return t.reshape({Hh, dn + dv, C}).slice(1, dn, dn + dv); };
+  Tensor qa = poisoned({R, Hh, W}), qa_ref = filled({R, Hh, W}, kNaN);
+  gpu().matmul(qa.slice(2, 0, C).transpose(0, 1), dq.slice(2, 0, dn).transpose(0, 1), w_uk(dkvb), false);
+  cpu_.matmul(qa_ref.slice(2, 0, C).transpose(0, 1), q.slice(2, 0, dn).transpose(0, 1), w_uk(kvb), false);
+  expect_close(qa.slice(2, 0, C), qa_ref.slice(2, 0, C), kBf16Tol, "absorb matmul");
+  Tensor z = rand({R, Hh, C});
+  Tensor o = poisoned({R, Hh, dv}), o_ref = cpu_tensor(DType::F32, {R, Hh, dv});
+  gpu().matmul(o.transpose(0, 1), dev(z).transpose(0, 1), w_uv(dkvb), true);
+  cpu_.matmul(o_ref.transpose(0, 1), z.transpose(0, 1), w_uv(kvb), true);
+  expect_close(o, o_ref, kBf16Tol, "unabsorb matmul");
+}
+
+struct RouteCase {
+  const char* name;
+  int E, top_k, n_group, topk_group;
+  bool sigmoid, grouped, top2, norm, bias;
+  float scale;
+};
+
+TEST_F(CudaOps, MoeRouteMatchesReference) {
+  const RouteCase cases[] = {
+      {"noaux_tc V3", 256, 8, 8, 4, true, true, true, true, true, 2.5f},
+      {"noaux_tc fixture", 8, 2, 4, 2, true, true, true, true, true, 2.5f},
+      {"group_limited_greedy V2", 160, 6, 8, 3, false, true, false, false, false, 16.0f},
+      {"greedy softmax", 64, 6, 1, 1, false, false, false, true, false, 1.0f},
+  };
+  for (const RouteCase& c : cases) {
+    const int64_t N = 45;
+    MoeRouting r;
+    r.top_k = c.top_k;
+    r.n_group = c.n_group;
+    r.topk_group = c.topk_group;
+    r.sigmoid = c.sigmoid;
+    r.grouped = c.grouped;
+    r.group_by_top2_sum = c.top2;
+    r.norm_topk_prob = c.norm;
+    r.routed_scaling_factor = c.scale;
+    Tensor logits = rand({N, c.E}, -4, 4), bias = rand({c.E}, -0.1f, 0.1f);
+    Tensor ids = gpu().empty(DType::I32, {N, c.top_k});
+    Tensor w = poisoned({N, c.top_k}, DType::F32);
+    gpu().moe_route(ids, w, dev(logits, DType::F32), c.bias ? dev(bias, DType::F32) : Tensor{}, r);
+    Tensor ids_ref = cpu_tensor(DType::I32, {N, c.top_k}), w_ref = cpu_tensor(DType::F32, {N, c.top_k});
+    cpu_.moe_route(ids_ref, w_ref, logits, c.bias ? bias : Tensor{}, r);
+    Tensor ids_h = cpu_tensor(DType::I32, {N, c.top_k});
+    gpu().copy(ids_h, ids);
+    for (int64_t i = 0; i < ids_h.numel(); ++i)
+      ASSERT_EQ(ids_h.ptr<int32_t>()[i], ids_ref.ptr<int32_t>()[i]) << c.name << ": entry " << i;
+    expect_close(w, w_ref, 1e-5, c.name);
+  }
+}
+
+TEST_F(CudaOps, MoeExpertsGroupsRowsByExpert) {
+  // 16 experts, this rank holds 8 from index 4; expert 6 and 9 get no rows; some rows have no local
+  // expert at all.
+  const int64_t N = 37, d = 256, I = 96, k = 4, E_local = 8;
+  const int expert_begin = 4;
+  std::vector<int32_t> ids;
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<int32_t> pool;
+    for (int32_t e = 0; e < 16; ++e)
+      if (e != 6 && e != 9 && (n % 7 != 0 || e < 4 || e >= 12)) pool.push_back(e);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+  }
+  Tensor w = rand({N, k}, 0.1f, 1.0f);
+  Tensor x = rand({N, d});
+  Tensor gu = rand({E_local, 2 * I, d}, -0.2f, 0.2f), dn = rand({E_local, d, I}, -0.2f, 0.2f);
+  Tensor init = rand({N, d});
+  Tensor out = dev(init);
+  Tensor ids_h = cpu_tensor(DType::I32, {N, k});
+  std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+  Tensor ids_d = gpu().upload(ids_h, DType::I32);
+  gpu().moe_experts(out, dev(x), ids_d, dev(w, DType::F32), Weight{dev(gu)}, Weight{dev(dn)}, expert_begin);
+  Tensor ref = cpu_.to_host_f32(init);
+  cpu_.moe_experts(ref, x, ids_h, w, Weight{gu}, Weight{dn}, expert_begin);
+  expect_close(out, ref, kBf16Tol, "moe_experts");
+  // Larger: DeepSeek-like fan-out, every expert busy.
+  const int64_t N2 = 512, E2 = 32, k2 = 8, d2 = 512, I2 = 128;
+  std::vector<int32_t> ids2;
+  for (int64_t n = 0; n < N2; ++n) {
+    std::vector<int32_t> pool(E2);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    ids2.insert(ids2.end(), pool.begin(), pool.begin() + k2);
+  }
+  Tensor ids2_h = cpu_tensor(DType::I32, {N2, k2});
+  std::copy(ids2.begin(), ids2.end(), ids2_h.ptr<int32_t>());
+  Tensor w2 = rand({N2, k2}, 0.1f, 1.0f), x2 = rand({N2, d2});
+  Tensor gu2 = rand({E2, 2 * I2, d2}, -0.1f, 0.1f), dn2 = rand({E2, d2, I2}, -0.1f, 0.1f);
+  Tensor out2 = gpu().empty(DType::BF16, {N2, d2});
+  gpu().fill_zero(out2);
+  gpu().moe_experts(out2, dev(x2), gpu().upload(ids2_h, DType::I32), dev(w2, DType::F32), Weight{dev(gu2)},
+                    Weight{dev(dn2)}, 0);
+  Tensor ref2 = cpu_tensor(DType::F32, {N2, d2});
+  cpu_.moe_experts(ref2, x2, ids2_h, w2, Weight{gu2}, Weight{dn2}, 0);
+  expect_close(out2, ref2, kBf16Tol, "moe_experts 32 experts");
+}
+
+TEST_F(CudaOps, AttentionAbsorbedExpandedAndMerge) {
+  // The fixture's shapes: C = 64, d_r = 16, d_n = d_v = 32.
+  const int64_t H = 8, C = 64, dn = 32, dr = 16, dv = 32, W = C + dr, T = 150, page = 16, N = 4;
+  const float scale = 0.2f;
+  const int64_t pages = (T + page - 1) / page;
+  Tensor pool_h = filled({pages + 3, page, W}, 0.0f);
+  std::vector<int32_t> table(static_cast<size_t>(pages));
+  for (int64_t p = 0; p < pages; ++p) table[p] = static_cast<int32_t>((p * 5 + 2) % (pages + 3));
+  std::vector<int32_t> slots(T);
+  for (int64_t t = 0; t < T; ++t) slots[t] = table[t / page] * page + t % page;
+  Tensor lat = rand({T, W});
+  cpu_.store_latents(pool_h, lat, host_i32(slots));
+  Tensor q = rand({N, H, W});
+  std::vector<int32_t> lens = {150, 77, 1, 0}, row_seq = {0, 0, 0, 0};
+  Tensor table_h = cpu_tensor(DType::I32, {1, pages});
+  std::copy(table.begin(), table.end(), table_h.ptr<int32_t>());
+  PagedKv kv_h{pool_h, table_h, host_i32(row_seq), host_i32(lens)};
+  PagedKv kv_d{dev(pool_h), gpu().upload(table_h, DType::I32), dev(host_i32(row_seq), DType::I32),
+               dev(host_i32(lens), DType::I32)};
+  Tensor z = poisoned({N, H, C}), lse = poisoned({N, H}, DType::F32);
+  Tensor z_ref = cpu_tensor(DType::F32, {N, H, C}), lse_ref = cpu_tensor(DType::F32, {N, H});
+  gpu().attention_absorbed(z, lse, dev(q), kv_d, scale);
+  cpu_.attention_absorbed(z_ref, lse_ref, q, kv_h, scale);
+  expect_close(z, z_ref, kBf16Tol, "attention_absorbed out");
+  expect_close(lse, lse_ref, 1e-3, "attention_absorbed lse");
+
+  Tensor kvx = rand({T, H * (dn + dv)});
+  Tensor kvx3 = kvx.reshape({T, H, dn + dv});
+  Tensor qe = rand({N, H, dn + dr});
+  std::vector<int32_t> starts = {0, 10, 149, 0};
+  std::vector<int32_t> elens = {150, 60, 1, 0};
+  Tensor dkvx3 = dev(kvx).reshape({T, H, dn + dv}), dlat = dev(lat);
+  Tensor o = poisoned({N, H, dv}), le = poisoned({N, H}, DType::F32);
+  Tensor o_ref = cpu_tensor(DType::F32, {N, H, dv}), le_ref = cpu_tensor(DType::F32, {N, H});
+  gpu().attention_expanded(o, le, dev(qe), dkvx3.slice(2, 0, dn), dlat.slice(1, C, W), dkvx3.slice(2, dn, dn + dv),
+                           dev(host_i32(starts), DType::I32), dev(host_i32(elens), DType::I32), scale);
+  cpu_.attention_expanded(o_ref, le_ref, qe, kvx3.slice(2, 0, dn), lat.slice(1, C, W), kvx3.slice(2, dn, dn + dv),
+                          host_i32(starts), host_i32(elens), scale);
+  expect_close(o, o_ref, kBf16Tol, "attention_expanded out");
+  expect_close(le, le_ref, 1e-3, "attention_expanded lse");
+
+  const int64_t P = 3, D = 32;
+  Tensor parts = rand({P, N, H, D}), lses = rand({P, N, H}, -3, 3);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t p = 0; p < P; ++p) lses.ptr<float>()[(p * N + 3) * H + h] = -INFINITY;  // a row with no tokens
+  lses.ptr<float>()[(1 * N + 1) * H + 2] = -INFINITY;  // one empty part
+  Tensor m = poisoned({N, H, D}), m_ref = cpu_tensor(DType::F32, {N, H, D});
+  gpu().merge_attention(m, dev(parts), dev(lses, DType::F32));
+  cpu_.merge_attention(m_ref, parts, lses);
+  expect_close(m, m_ref, kBf16Tol, "merge_attention");
+}
+
+TEST_F(CudaOps, TransferStreamOrderedByEvents) {
+  // The engine's pattern: allocate on the compute stream, let the transfer stream start after that,
+  // copy there, and make the compute stream wait for the copy.
+  for (int64_t R : {8, 4096}) {  // staged and direct host copies
+    Tensor h = rand({R, 256});
+    Tensor d = gpu().empty(DType::F32, {R, 256});
+    gpu().wait(gpu().transfer_stream(), gpu().record(gpu().compute_stream()));
+    gpu().copy(d, h, gpu().transfer_stream());
+    gpu().wait(gpu().compute_stream(), gpu().record(gpu().transfer_stream()));
+    Tensor out = gpu().empty(DType::F32, {R, 256});
+    gpu().add(out, d, d);
+    Tensor ref = cpu_tensor(DType::F32, {R, 256});
+    cpu_.add(ref, h, h);
+    expect_close(out, ref, 0, "add after a transfer-stream copy");
+    gpu().synchronize();
+  }
+}
+
+// Throughput of the heavy ops at DeepSeek-V3 sizes (run on purpose:
+// --gtest_also_run_disabled_tests --gtest_filter='*Perf*'). Prints, asserts nothing.
+TEST_F(CudaOps, DISABLED_PerfReport) {
+  auto time_ms = [&](int iters, const std::function<void()>& fn) {
+    fn();
+    gpu().synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) fn();
+    gpu().synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+  };
+  // Device tensors of random values without generating them all on the host: one random block tiled.
+  auto dev_rand = [&](std::initializer_list<int64_t> shape, float amp) {
+    Tensor t = gpu().empty(DType::BF16, shape);
+    Tensor flat = t.reshape({-1});
+    const int64_t block = std::min<int64_t>(flat.numel(), 1 << 20);
+    Tensor r = dev(rand({block}, -amp, amp));
+    for (int64_t o = 0; o < flat.numel(); o += block)
+      gpu().copy(flat.slice(0, o, std::min(o + block, flat.numel())), r.slice(0, 0, std::min(block, flat.numel() - o)));
+    return t;
+  };
+  std::printf("%-44s %10s %12s\n", "op", "ms", "rate");
+  // amount in FLOP (for TFLOP/s) or bytes (for GB/s).
+  auto report = [](const std::string& name, double ms, double amount, const char* unit) {
+    const double per_s = amount / (ms * 1e-3);
+    std::printf("%-44s %10.4f %9.1f %s\n", name.c_str(), ms, per_s / (unit[0] == 'T' ? 1e12 : 1e9), unit);
+  };
+  for (auto [M, K, N] : {std::array<int64_t, 3>{8192, 7168, 7168}, {4096, 7168, 2112}, {64, 7168, 4096}, {1, 7168, 4096}}) {
+    Tensor x = dev_rand({M, K}, 1), w = dev_rand({N, K}, 0.05f), y = gpu().empty(DType::BF16, {M, N});
+    const double ms = time_ms(M > 1000 ? 20 : 200, [&] { gpu().linear(y, x, Weight{w}); });
+    const std::string name = "linear bf16 M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
+    if (M > 1000)
+      report(name, ms, 2.0 * M * N * K, "TFLOP/s");
+    else
+      report(name, ms, 2.0 * (N * K + M * K + M * N), "GB/s");
+  }
+  {
+    const int64_t N = 4096, d = 7168;
+    Tensor x = dev_rand({N, d}, 1), y = gpu().empty(DType::BF16, {N, d}), w = dev(rand({d}, 0.5f, 1.5f), DType::F32);
+    report("rms_norm 4096x7168", time_ms(50, [&] { gpu().rms_norm(y, x, w, 1e-6f); }), 2.0 * 2 * N * d, "GB/s");
+    report("add 4096x7168", time_ms(50, [&] { gpu().add(y, x, y); }), 3.0 * 2 * N * d, "GB/s");
+    Tensor gu = dev_rand({N, 2 * 2048}, 2), h = gpu().empty(DType::BF16, {N, 2048});
+    report("silu_mul 4096x2048", time_ms(50, [&] { gpu().silu_mul(h, gu); }), 3.0 * 2 * N * 2048, "GB/s");
+    Tensor big = cpu_tensor(DType::BF16, {N, d});
+    report("copy host->device 58 MB (pageable)", time_ms(5, [&] { gpu().copy(y, big); }), 2.0 * N * d, "GB/s");
+  }
+  // Routed experts of one EP=8 rank of DeepSeek-V3: 32 local experts, d = 7168, I = 2048.
+  const int64_t E = 32, d = 7168, I = 2048, k = 8;
+  Tensor gu = dev_rand({E, 2 * I, d}, 0.02f), dn = dev_rand({E, d, I}, 0.02f);
+  for (int64_t N : {64, 256, 512, 2048}) {
+    std::vector<int32_t> ids;
+    for (int64_t n = 0; n < N; ++n) {
+      std::vector<int32_t> pool(E);
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng_);
+      ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+    }
+    Tensor ids_h = cpu_tensor(DType::I32, {N, k});
+    std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+    Tensor ids_d = gpu().upload(ids_h, DType::I32), w = dev(rand({N, k}, 0.1f, 1.0f), DType::F32);
+    Tensor x = dev_rand({N, d}, 1), out = gpu().empty(DType::BF16, {N, d});
+    gpu().fill_zero(out);
+    const double ms = time_ms(N > 100 ? 5 : 20, [&] { gpu().moe_experts(out, x, ids_d, w, Weight{gu}, Weight{dn}, 0); });
+    const std::string name = "moe_experts E=32 N=" + std::to_string(N) + " k=8";
+    if (N > 100)
+      report(name, ms, 2.0 * N * k * 3 * I * d, "TFLOP/s");
+    else
+      report(name, ms, 2.0 * E * 3 * I * d, "GB/s (weights)");
+  }
+}
+
+TEST_F(CudaOps, ArenaCountsBytes) {
+  const size_t before = cuda_bytes_in_use(gpu());
+  {
+    Tensor t = gpu().empty(DType::BF16, {1000, 1000});
+    EXPECT_EQ(cuda_bytes_in_use(gpu()), before + 2000000);
+  }
+  EXPECT_EQ(cuda_bytes_in_use(gpu()), before);
+  EXPECT_EQ(cuda_bytes_in_use(cpu_), 0u);
+}
+
+}  // namespace
+}  // namespace splash

@@ -1,0 +1,336 @@
+// The GPU MLA attention kernels against the CPU reference: the same bf16-rounded random inputs, the
+// reference in f32. Outputs start as NaN so an unwritten element fails; every case runs twice and must
+// give identical bits (a difference would be a race).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace splash {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
+
+// Device memory shared by a tensor's views; starts as all-ones bytes: NaN in bf16 and f32.
+Tensor device_nan(DType dtype, std::initializer_list<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  void* p = nullptr;
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(n) * dtype_size(dtype));
+  EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+  EXPECT_EQ(cudaMemset(p, 0xff, bytes), cudaSuccess);
+  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
+  return Tensor(p, dtype, shape, Device::CUDA, owner);
+}
+
+// A device copy of a contiguous host tensor: f32 values become bf16 (exact: they are bf16-rounded),
+// I32 stays I32.
+Tensor to_device(const Tensor& host) {
+  std::vector<int64_t> shape(host.ndim());
+  for (int d = 0; d < host.ndim(); ++d) shape[d] = host.size(d);
+  const DType dt = host.dtype() == DType::F32 ? DType::BF16 : host.dtype();
+  void* p = nullptr;
+  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(host.numel()) * dtype_size(dt));
+  EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
+  if (dt == DType::BF16) {
+    std::vector<uint16_t> b(host.numel());
+    for (int64_t i = 0; i < host.numel(); ++i) b[i] = f32_to_bf16(host.ptr<float>()[i]);
+    EXPECT_EQ(cudaMemcpy(p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  } else {
+    EXPECT_EQ(cudaMemcpy(p, host.data(), host.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
+  return Tensor(p, dt, shape.data(), host.ndim(), Device::CUDA, owner);
+}
+
+Tensor i32_tensor(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+  Tensor t = cpu_tensor(DType::I32, shape);
+  std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+  return t;
+}
+
+// Host f32 tensor of bf16-rounded uniform values in [-1, 1).
+Tensor random_host(std::initializer_list<int64_t> shape, std::mt19937& rng) {
+  Tensor t = cpu_tensor(DType::F32, shape);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = bf16_to_f32(f32_to_bf16(u(rng)));
+  return t;
+}
+
+// The values of a contiguous device tensor as f32, and its raw bytes (for the repeat check).
+std::vector<float> download(const Tensor& dev, std::vector<uint8_t>* raw = nullptr) {
+  std::vector<uint8_t> bytes(dev.nbytes());
+  EXPECT_EQ(cudaMemcpy(bytes.data(), dev.data(), bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<float> f(dev.numel());
+  for (int64_t i = 0; i < dev.numel(); ++i) {
+    if (dev.dtype() == DType::BF16) {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * i, 2);
+      f[i] = bf16_to_f32(v);
+    } else {
+      std::memcpy(&f[i], bytes.data() + 4 * i, 4);
+    }
+  }
+  if (raw) *raw = std::move(bytes);
+  return f;
+}
+
+// out within bf16 accuracy of the reference (relative Frobenius error), lse within f32 rounding of it,
+// -inf exactly where the reference has -inf, and nothing left NaN.
+void expect_close(const Tensor& out_dev, const Tensor& out_ref, const Tensor& lse_dev, const Tensor& lse_ref) {
+  const std::vector<float> out = download(out_dev), lse = download(lse_dev);
+  double err = 0, ref = 0;
+  int64_t nan = 0;
+  for (int64_t i = 0; i < out_ref.numel(); ++i) {
+    const double r = out_ref.ptr<float>()[i];
+    if (std::isnan(out[i])) ++nan;
+    err += (out[i] - r) * (out[i] - r);
+    ref += r * r;
+  }
+  EXPECT_EQ(nan, 0) << "unwritten or NaN outputs";
+  EXPECT_LT(std::sqrt(err / std::max(ref, 1e-30)), 1e-2) << "relative error of out";
+  for (int64_t i = 0; i < lse_ref.numel(); ++i) {
+    const float r = lse_ref.ptr<float>()[i];
+    if (r == -kInf) {
+      EXPECT_EQ(lse[i], -kInf) << "lse " << i;
+    } else {
+      EXPECT_NEAR(lse[i], r, 1e-3f * std::max(1.f, std::abs(r))) << "lse " << i;
+    }
+  }
+}
+
+void expect_same_bits(const Tensor& a, const std::vector<uint8_t>& first) {
+  std::vector<uint8_t> again;
+  download(a, &again);
+  EXPECT_TRUE(again == first) << "a second run gave different bits";
+}
+
+// ---- absorbed (paged) ----
+
+struct PagedCase {
+  int H, C, dr, page;
+  std::vector<int> seq_len;                  // tokens cached per sequence
+  std::vector<std::pair<int, int>> rows;     // (sequence, tokens the row attends)
+  bool strided_q = false;
+  float scale = 0.3f;
+};
+
+void run_absorbed(const PagedCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int W = c.C + c.dr, S = static_cast<int>(c.seq_len.size()), N = static_cast<int>(c.rows.size());
+  int max_pages = 1, total_pages = 3;  // a few pages no sequence uses
+  for (int len : c.seq_len) {
+    max_pages = std::max(max_pages, (len + c.page - 1) / c.page);
+    total_pages += (len + c.page - 1) / c.page;
+  }
+  std::vector<int32_t> ids(total_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);  // pages of a sequence scattered over the pool
+  std::vector<int32_t> table(static_cast<size_t>(S) * max_pages, 0);
+  for (int s = 0, next = 0; s < S; ++s)
+    for (int p = 0; p < (c.seq_len[s] + c.page - 1) / c.page; ++p) table[s * max_pages + p] = ids[next++];
+  std::vector<int32_t> row_seq, row_len;
+  for (auto [s, len] : c.rows) {
+    ASSERT_LE(len, c.seq_len[s]);
+    row_seq.push_back(s);
+    row_len.push_back(len);
+  }
+
+  Tensor pool = random_host({total_pages, c.page, W}, rng);
+  // A strided q: rows of a wider buffer, heads further apart than W.
+  Tensor q_full = c.strided_q ? random_host({N, c.H, W + 24}, rng) : random_host({N, c.H, W}, rng);
+  Tensor q = q_full.slice(2, 0, W);
+  PagedKv kv_ref{pool, i32_tensor(table, {S, max_pages}), i32_tensor(row_seq, {N}), i32_tensor(row_len, {N})};
+  Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.C}), lse_ref = cpu_tensor(DType::F32, {N, c.H});
+  CpuBackend cpu;
+  cpu.attention_absorbed(out_ref, lse_ref, q, kv_ref, c.scale);
+
+  PagedKv kv{to_device(pool), to_device(kv_ref.page_table), to_device(kv_ref.row_seq), to_device(kv_ref.row_kv_len)};
+  Tensor q_dev = to_device(q_full).slice(2, 0, W);
+  Tensor out = device_nan(DType::BF16, {N, c.H, c.C}), lse = device_nan(DType::F32, {N, c.H});
+  cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
+  check(cudaDeviceSynchronize());
+  expect_close(out, out_ref, lse, lse_ref);
+  std::vector<uint8_t> first;
+  download(out, &first);
+  cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
+  check(cudaDeviceSynchronize());
+  expect_same_bits(out, first);
+}
+
+class AbsorbedAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Small latent (C 64 + 16), 8 heads, pages of 1, 16 and 64 tokens, empty and mixed-length rows.
+TEST_F(AbsorbedAttention, SmallLatentAllPageSizes) {
+  for (int page : {1, 16, 64}) {
+    SCOPED_TRACE(page);
+    PagedCase c{8, 64, 16, page, {0, 37, 300}, {{0, 0}, {1, 1}, {1, 37}, {2, 150}, {2, 300}, {2, 299}, {1, 20}}};
+    c.strided_q = page == 16;
+    run_absorbed(c, 100 + page);
+  }
+}
+
+// Head counts that leave a head group partly empty (24 of 32, 72 of 2 x 64).
+TEST_F(AbsorbedAttention, PartialHeadGroups) {
+  for (int H : {24, 72}) {
+    SCOPED_TRACE(H);
+    run_absorbed({H, 64, 16, 16, {130, 64}, {{0, 130}, {1, 64}, {0, 65}, {1, 0}}}, 200 + H);
+  }
+}
+
+// DeepSeek-V3 shapes: 128 heads over 512 + 64, few rows so the context is split over blocks.
+TEST_F(AbsorbedAttention, V3HeadsSplitContext) {
+  PagedCase c{128, 512, 64, 64, {5000, 700, 64}, {{0, 5000}, {0, 4999}, {1, 700}, {2, 64}, {2, 0}, {1, 65}}};
+  c.scale = 0.1f;
+  run_absorbed(c, 300);
+}
+
+// 16 heads (V2-Lite, or V3 under TP 8), one long row split over every SM, strided q.
+TEST_F(AbsorbedAttention, LongRowSixteenHeads) {
+  PagedCase c{16, 512, 64, 16, {20000, 3}, {{0, 20000}, {1, 3}, {0, 1}}};
+  c.strided_q = true;
+  c.scale = 0.1f;
+  run_absorbed(c, 400);
+}
+
+// A decode batch large enough to need no split, page size 1.
+TEST_F(AbsorbedAttention, V3BatchPageOne) {
+  std::mt19937 rng(7);
+  PagedCase c{128, 512, 64, 1, {}, {}};
+  for (int s = 0; s < 140; ++s) {
+    const int len = static_cast<int>(rng() % 161);
+    c.seq_len.push_back(len);
+    c.rows.push_back({s, len});
+  }
+  c.scale = 0.1f;
+  run_absorbed(c, 500);
+}
+
+// ---- expanded (MHA over per-head K/V) ----
+
+struct ExpandedCase {
+  int H, dn, dr, dv;
+  int tokens;
+  std::vector<std::pair<int, int>> rows;  // (start, len)
+  float scale = 0.2f;
+};
+
+// Causal prefill of two packed sequences (the first with a cached prefix), plus an empty row and a
+// window in the middle of the first sequence.
+ExpandedCase prefill_case(int H, int dn, int dr, int dv) {
+  ExpandedCase c{H, dn, dr, dv, 390, {}};
+  for (int i = 0; i < 170; ++i) c.rows.push_back({0, 130 + i + 1});
+  c.rows.push_back({0, 0});
+  for (int i = 0; i < 90; ++i) c.rows.push_back({300, i + 1});
+  c.rows.push_back({50, 20});
+  return c;
+}
+
+void run_expanded(const ExpandedCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int N = static_cast<int>(c.rows.size()), T = c.tokens;
+  std::vector<int32_t> start, len;
+  for (auto [s, l] : c.rows) start.push_back(s), len.push_back(l);
+  // The engine's views: k_pe is the rope tail of each latent row, k_nope and v interleave per head.
+  const int lat_w = 64 + c.dr;
+  Tensor lat = random_host({T, lat_w}, rng);
+  Tensor kv = random_host({T, c.H, c.dn + c.dv}, rng);
+  Tensor q = random_host({N, c.H, c.dn + c.dr}, rng);
+  Tensor row_start = i32_tensor(start, {N}), row_len = i32_tensor(len, {N});
+  Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.dv}), lse_ref = cpu_tensor(DType::F32, {N, c.H});
+  CpuBackend cpu;
+  cpu.attention_expanded(out_ref, lse_ref, q, kv.slice(2, 0, c.dn), lat.slice(1, 64, lat_w),
+                         kv.slice(2, c.dn, c.dn + c.dv), row_start, row_len, c.scale);
+
+  Tensor lat_d = to_device(lat), kv_d = to_device(kv), q_d = to_device(q);
+  Tensor start_d = to_device(row_start), len_d = to_device(row_len);
+  Tensor out = device_nan(DType::BF16, {N, c.H, c.dv}), lse = device_nan(DType::F32, {N, c.H});
+  auto run = [&] {
+    cuda::expanded_attention(out, lse, q_d, kv_d.slice(2, 0, c.dn), lat_d.slice(1, 64, lat_w),
+                             kv_d.slice(2, c.dn, c.dn + c.dv), start_d, len_d, c.scale, nullptr);
+    check(cudaDeviceSynchronize());
+  };
+  run();
+  expect_close(out, out_ref, lse, lse_ref);
+  std::vector<uint8_t> first;
+  download(out, &first);
+  run();
+  expect_same_bits(out, first);
+}
+
+class ExpandedAttention : public AbsorbedAttention {};
+
+TEST_F(ExpandedAttention, SmallHeadsCausalWithPrefix) { run_expanded(prefill_case(8, 32, 16, 32), 600); }
+
+TEST_F(ExpandedAttention, V3HeadDimsCausalWithPrefix) { run_expanded(prefill_case(16, 128, 64, 128), 700); }
+
+TEST_F(ExpandedAttention, V3OneHundredTwentyEightHeads) {
+  ExpandedCase c{128, 128, 64, 128, 200, {}};
+  for (int i = 0; i < 40; ++i) c.rows.push_back({0, 160 + i + 1});
+  run_expanded(c, 800);
+}
+
+// ---- merge ----
+
+void run_merge(int P, int N, int H, int D, bool strided_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Tensor parts = random_host({P, N, H, D}, rng);
+  Tensor lses = cpu_tensor(DType::F32, {P, N, H});
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  for (int64_t i = 0; i < lses.numel(); ++i) lses.ptr<float>()[i] = u(rng);
+  for (int p = 0; p < P; ++p) lses.ptr<float>()[(p * N + 2) * H + 1] = -kInf;  // (row 2, head 1): no tokens anywhere
+  lses.ptr<float>()[(1 * N + 3) * H + 0] = -kInf;                              // part 1 of (3, 0) saw none
+  Tensor out_ref = cpu_tensor(DType::F32, {N, H, D});
+  CpuBackend cpu;
+  cpu.merge_attention(out_ref, parts, lses);
+
+  Tensor lses_d = device_nan(DType::F32, {P, N, H});
+  check(cudaMemcpy(lses_d.data(), lses.data(), lses.nbytes(), cudaMemcpyHostToDevice));
+  Tensor out_full = device_nan(DType::BF16, {N, H, D + (strided_out ? 6 : 0)});
+  Tensor out = out_full.slice(2, 0, D);
+  cuda::merge_attention(out, to_device(parts), lses_d, nullptr);
+  check(cudaDeviceSynchronize());
+  std::vector<float> got = download(out_full);
+  double err = 0, ref = 0;
+  for (int64_t n = 0; n < N * H; ++n)
+    for (int d = 0; d < D; ++d) {
+      const float g = got[n * out_full.size(2) + d], r = out_ref.ptr<float>()[n * D + d];
+      ASSERT_FALSE(std::isnan(g)) << "unwritten output";
+      err += (g - r) * (g - r);
+      ref += r * r;
+    }
+  EXPECT_LT(std::sqrt(err / ref), 1e-2);
+  for (int d = 0; d < D; ++d) EXPECT_EQ(got[(2 * H + 1) * out_full.size(2) + d], 0.f);
+}
+
+class MergeAttention : public AbsorbedAttention {};
+
+TEST_F(MergeAttention, VectorRows) { run_merge(3, 5, 8, 128, false, 900); }
+TEST_F(MergeAttention, SmallHeads) { run_merge(2, 7, 8, 32, false, 901); }
+TEST_F(MergeAttention, StridedOddWidth) { run_merge(4, 5, 8, 20, true, 902); }
+
+}  // namespace
+}  // namespace splash

@@ -1,0 +1,98 @@
+// Bad input through the real binary: a clear error naming the file and field, a non-zero exit, no crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace splash {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(SPLASH_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+// A copy of the fixture checkpoint in a fresh temp dir, for corrupting.
+fs::path fixture_copy(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("splash_cli_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "reference.safetensors", "reference.json"})
+    fs::copy_file(fs::path(SPLASH_FIXTURES_DIR) / "tiny-mla-a" / f, dir / f);
+  fs::permissions(dir / "config.json", fs::perms::owner_write, fs::perm_options::add);
+  fs::permissions(dir / "model.safetensors", fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
+
+TEST(CliErrors, MissingModelDirectory) {
+  Result r = run("check --model /nonexistent/model");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/model: no such model directory"));
+}
+
+TEST(CliErrors, TruncatedSafetensors) {
+  fs::path dir = fixture_copy("truncated");
+  fs::resize_file(dir / "model.safetensors", fs::file_size(dir / "model.safetensors") / 2);
+  Result r = run("check --model " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("model.safetensors"));
+}
+
+TEST(CliErrors, UnknownModelType) {
+  fs::path dir = fixture_copy("model_type");
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  j["model_type"] = "mistral";
+  std::ofstream(dir / "config.json") << j.dump();
+  Result r = run("check --model " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("config.json: unknown model_type 'mistral'"));
+}
+
+TEST(CliErrors, ShapeDisagreesWithConfig) {
+  fs::path dir = fixture_copy("shape");
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  j["kv_lora_rank"] = 32;
+  std::ofstream(dir / "config.json") << j.dump();
+  Result r = run("check --model " + dir.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("kv_a_proj_with_mqa.weight' has shape [80, 256], the config implies [48, 256]"));
+}
+
+TEST(CliErrors, LayoutThatCannotSplitHeads) {
+  Result r = run("check --model " + (fs::path(SPLASH_FIXTURES_DIR) / "tiny-mla-a").string() + " --ranks 3 --attn-layout tp");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("T = 3"));
+}
+
+TEST(CliErrors, UnknownLayout) {
+  Result r = run("check --model " + (fs::path(SPLASH_FIXTURES_DIR) / "tiny-mla-a").string() + " --attn-layout ring");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("unknown --attn-layout 'ring'"));
+}
+
+TEST(CliErrors, CheckPassesOnFixture) {
+  Result r = run("check --model " + (fs::path(SPLASH_FIXTURES_DIR) / "tiny-mla-a").string() + " --prefill-chunk 7");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("PASS"));
+}
+
+}  // namespace
+}  // namespace splash
