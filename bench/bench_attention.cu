@@ -23,13 +23,13 @@ namespace {
 using splash::DType;
 using splash::Tensor;
 
-#define CK(expr)                                                                                     \
-  do {                                                                                               \
-    cudaError_t e_ = (expr);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));    \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
+#define CK(expr)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e_ = (expr);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 Tensor device(DType dt, std::initializer_list<int64_t> shape) {
@@ -82,9 +82,11 @@ double median_ms(int warm, int reps, const std::function<void(int)>& f) {
 
 double copy_bandwidth_gbs() {
   const size_t bytes = size_t{2} << 30;
-  Tensor a = device(DType::BF16, {static_cast<int64_t>(bytes / 2)}), b = device(DType::BF16, {static_cast<int64_t>(bytes / 2)});
+  Tensor a = device(DType::BF16, {static_cast<int64_t>(bytes / 2)}),
+         b = device(DType::BF16, {static_cast<int64_t>(bytes / 2)});
   randomize(a, 1);
-  const double ms = median_ms(2, 7, [&](int) { CK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); });
+  const double ms =
+      median_ms(2, 7, [&](int) { CK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); });
   return 2.0 * bytes / ms / 1e6;  // read + write
 }
 
@@ -115,8 +117,10 @@ void bench_decode(double copy_gbs) {
   const int64_t pages = std::min<int64_t>(want_pages, static_cast<int64_t>(free_b * 0.8 / (kPage * W * 2)));
   Tensor pool = device(DType::BF16, {pages, kPage, W});
   randomize(pool, 4);
-  std::printf("\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context); limit: copy %.0f GB/s\n", C, kPage, copy_gbs);
-  std::printf("%5s %8s %5s %10s %10s %9s %8s %8s\n", "B", "context", "H", "time_ms", "GB/s", "of_copy", "TFLOP/s", "rotate");
+  std::printf("\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context); limit: copy %.0f GB/s\n", C,
+              kPage, copy_gbs);
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %8s\n", "B", "context", "H", "time_ms", "GB/s", "of_copy", "TFLOP/s",
+              "rotate");
   std::mt19937 rng(5);
   for (int H : heads)
     for (int B : batches)
@@ -129,17 +133,20 @@ void bench_decode(double copy_gbs) {
         }
         const double kv_bytes = static_cast<double>(need) * kPage * W * 2;
         // Rotate over disjoint page sets until the working set is well past L2.
-        const int rot = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(512e6 / kv_bytes) + 1, 1, std::min<int64_t>(16, pages / need)));
+        const int rot = static_cast<int>(
+            std::clamp<int64_t>(static_cast<int64_t>(512e6 / kv_bytes) + 1, 1, std::min<int64_t>(16, pages / need)));
         std::vector<int32_t> ids(pages);
         std::iota(ids.begin(), ids.end(), 0);
         std::shuffle(ids.begin(), ids.end(), rng);
         std::vector<Tensor> tables;
         for (int r = 0; r < rot; ++r)
-          tables.push_back(upload_i32(std::vector<int32_t>(ids.begin() + r * need, ids.begin() + (r + 1) * need), {B, seq_pages}));
+          tables.push_back(
+              upload_i32(std::vector<int32_t>(ids.begin() + r * need, ids.begin() + (r + 1) * need), {B, seq_pages}));
         std::vector<int32_t> seq(B), len(B, ctx);
         std::iota(seq.begin(), seq.end(), 0);
         Tensor row_seq = upload_i32(seq, {B}), row_len = upload_i32(len, {B});
-        Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}), lse = device(DType::F32, {B, H});
+        Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}),
+               lse = device(DType::F32, {B, H});
         randomize(q, 6);
         const float scale = 0.1352f;  // DeepSeek-V3's YaRN-scaled softmax scale
         const double ms = median_ms(2, 9, [&](int i) {
@@ -155,8 +162,8 @@ void bench_decode(double copy_gbs) {
 
 void bench_prefill(double gemm) {
   constexpr int H = 128, DN = 128, DR = 64, DV = 128;
-  std::printf("\nexpanded prefill (causal, one sequence, H %d, qk %d / v %d); limit: cuBLAS bf16 GEMM %.0f TFLOP/s\n", H,
-              DN + DR, DV, gemm);
+  std::printf("\nexpanded prefill (causal, one sequence, H %d, qk %d / v %d); limit: cuBLAS bf16 GEMM %.0f TFLOP/s\n",
+              H, DN + DR, DV, gemm);
   std::printf("%8s %10s %9s %8s\n", "tokens", "time_ms", "TFLOP/s", "of_gemm");
   for (int T : {4096, 8192, 16384, 32768, 65536}) {
     const double need = static_cast<double>(T) * H * ((DN + DR) + (DN + DV) + DV) * 2 + T * 576.0 * 2;
@@ -176,8 +183,8 @@ void bench_prefill(double gemm) {
     Tensor row_start = upload_i32(start, {T}), row_len = upload_i32(len, {T});
     const int reps = T >= 32768 ? 3 : 5;
     const double ms = median_ms(1, reps, [&](int) {
-      splash::cuda::expanded_attention(out, lse, q, kv.slice(2, 0, DN), lat.slice(1, 512, 576), kv.slice(2, DN, DN + DV),
-                                       row_start, row_len, 0.1352f, nullptr);
+      splash::cuda::expanded_attention(out, lse, q, kv.slice(2, 0, DN), lat.slice(1, 512, 576),
+                                       kv.slice(2, DN, DN + DV), row_start, row_len, 0.1352f, nullptr);
     });
     const double flops = 2.0 * H * (DN + DR + DV) * (static_cast<double>(T) * (T + 1) / 2);
     std::printf("%8d %10.3f %9.0f %7.0f%%\n", T, ms, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / gemm);

@@ -100,7 +100,6 @@ done
 t0=$SECONDS
 ./$BUILD/splash_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='*PerfReport*' > "$OUT/perf_ops.log" 2>&1
 rc=$?
-SPLASH_MOE_GEMM=per_expert ./$BUILD/splash_cuda_tests --gtest_also_run_disabled_tests --gtest_filter='*PerfReport*' 2>&1 | grep moe_experts | sed 's/^/per_expert /' 
 sed -n '/^op /,/^\[/p' "$OUT/perf_ops.log"
 row "op throughput (perf_ops.log)" "rc=$rc ($((SECONDS - t0)) s)"
 

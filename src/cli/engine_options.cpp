@@ -53,7 +53,10 @@ int64_t parse_bytes(const std::string& s) {
   if (unit == "K" || unit == "KiB") mult = 1024.0;
   else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
   else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) fail("'{}' has an unknown unit '{}' (K, M, G)", s, unit);
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (!unit.empty()) fail("'{}' has an unknown unit '{}' (K, M, G binary; KB, MB, GB decimal)", s, unit);
   if (v <= 0) fail("'{}' must be positive", s);
   return static_cast<int64_t>(v * mult);
 }

@@ -4,6 +4,7 @@
 
 #include "cli/check_command.h"
 #include "cli/generate_command.h"
+#include "cli/plan_command.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   splash::add_check_command(app);
   splash::add_generate_command(app);
+  splash::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const splash::Error& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -9,6 +9,9 @@
 #ifdef SPLASH_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#ifdef SPLASH_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
 
 namespace splash {
 
@@ -39,7 +42,6 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int rank) {
 RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)
     : cfg_(cfg), opt_(opt) {
   if (opt.ranks < 1) fail("--ranks must be at least 1, got {}", opt.ranks);
-  comms_ = make_inproc_group(opt.ranks);
   for (int r = 0; r < opt.ranks; ++r) {
     workers_.push_back(std::make_unique<Worker>());
     workers_.back()->rank = r;
@@ -56,10 +58,25 @@ RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const 
   }
 }
 
+// CPU ranks talk through the in-process communicator; GPU ranks through NCCL on their compute streams.
+std::vector<std::unique_ptr<Communicator>> RankGroup::make_communicators() {
+  if (opt_.backend == "cpu") return make_inproc_group(opt_.ranks);
+#ifdef SPLASH_HAVE_NCCL
+  std::vector<Stream> streams;
+  for (auto& w : workers_) streams.push_back(w->backend->compute_stream());
+  return make_nccl_group(opt_.ranks, streams);
+#else
+  fail("backend '{}' needs NCCL, which this build lacks", opt_.backend);
+#endif
+}
+
 void RankGroup::load_ranks(const WeightSource& weights) {
   const GroupOptions& opt = opt_;
+  dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, w.rank); });
+  comms_ = make_communicators();
+  if (opt.count_traffic)
+    for (auto& c : comms_) c = std::make_unique<CountingCommunicator>(std::move(c));
   dispatch([&](Worker& w) {
-    w.backend = make_backend(opt.backend, w.rank);
     Backend& be = *w.backend;
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
     RankEnv env{be, *comms_[w.rank], cfg_, make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
@@ -141,6 +158,17 @@ void RankGroup::allocate_kv(int64_t pages) {
 int64_t RankGroup::device_memory_bytes() const { return workers_.front()->backend->total_memory_bytes(); }
 DType RankGroup::kv_dtype() const { return workers_.front()->backend->act_dtype(); }
 DType RankGroup::weight_dtype() const { return workers_.front()->backend->weight_dtype(); }
+
+const TrafficCounters& RankGroup::traffic(int r) const {
+  auto* c = dynamic_cast<const CountingCommunicator*>(comms_.at(r).get());
+  if (!c) fail("traffic counters need GroupOptions::count_traffic");
+  return c->counters();
+}
+
+void RankGroup::reset_traffic() {
+  for (auto& c : comms_)
+    if (auto* cc = dynamic_cast<CountingCommunicator*>(c.get())) cc->reset();
+}
 
 Tensor RankGroup::run(const StepPlan& plan) {
   Tensor out;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/counting_communicator.h"
 #include "engine/step_plan.h"
 #include "model/deepseek_model.h"
 #include "model/weight_source.h"
@@ -19,6 +20,7 @@ struct GroupOptions {
   Layout layout = Layout::TP;
   int page_size = 64;
   std::string backend = "cpu";
+  bool count_traffic = false;  // wrap communicators to count bytes received per collective kind
 };
 
 // Makes a backend by name ("cpu"; "cuda" where built), for rank `rank`.
@@ -43,6 +45,10 @@ class RankGroup {
   DType kv_dtype() const;      // the latent cache's element type
   DType weight_dtype() const;
 
+  // Bytes rank `r` received per collective kind since the last reset (count_traffic only).
+  const TrafficCounters& traffic(int r) const;
+  void reset_traffic();
+
   // Runs the step on every rank in lockstep; returns rank 0's logits (all ranks agree).
   Tensor run(const StepPlan& plan);
   // Runs fn on every rank's thread at once and waits; the first exception is rethrown.
@@ -53,6 +59,7 @@ class RankGroup {
   void loop(Worker& w);
   void dispatch(const std::function<void(Worker&)>& fn);
   void load_ranks(const WeightSource& weights);
+  std::vector<std::unique_ptr<Communicator>> make_communicators();
   void stop_workers();
 
   ModelConfig cfg_;

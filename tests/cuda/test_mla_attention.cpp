@@ -127,8 +127,8 @@ void expect_same_bits(const Tensor& a, const std::vector<uint8_t>& first) {
 
 struct PagedCase {
   int H, C, dr, page;
-  std::vector<int> seq_len;                  // tokens cached per sequence
-  std::vector<std::pair<int, int>> rows;     // (sequence, tokens the row attends)
+  std::vector<int> seq_len;               // tokens cached per sequence
+  std::vector<std::pair<int, int>> rows;  // (sequence, tokens the row attends)
   bool strided_q = false;
   float scale = 0.3f;
 };

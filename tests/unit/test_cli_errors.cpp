@@ -96,3 +96,35 @@ TEST(CliErrors, CheckPassesOnFixture) {
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+TEST(CliGenerate, BadLinesFailAloneAndNameTheirLine) {
+  fs::path dir = fs::temp_directory_path() / "splash_cli_generate";
+  fs::create_directories(dir);
+  std::ofstream(dir / "in.jsonl") << R"({"input_ids": [5, 6, 7], "max_tokens": 3, "temperature": 0})" << "\n"
+                                   << "{not json\n"
+                                   << R"({"input_ids": [5, 6], "temperatur": 0.5})" << "\n"
+                                   << R"({"input_ids": [5, 6], "top_p": 1.5})" << "\n"
+                                   << R"({"prompt": "hi"})" << "\n"
+                                   << R"({"input_ids": [1, 2], "max_tokens": 2})" << "\n";
+  Result r = run("generate --model " + (fs::path(SPLASH_FIXTURES_DIR) / "tiny-mla-a").string() + " --input " +
+                 (dir / "in.jsonl").string() + " --output " + (dir / "out.jsonl").string() + " --ranks 2");
+  EXPECT_EQ(r.code, 1) << r.output;
+  std::ifstream in(dir / "out.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0]["output_ids"].size(), 3u);
+  EXPECT_THAT(lines[1]["error"].get<std::string>(), HasSubstr("line 2: not valid JSON"));
+  EXPECT_THAT(lines[2]["error"].get<std::string>(), HasSubstr("line 3"));
+  EXPECT_THAT(lines[2]["error"].get<std::string>(), HasSubstr("temperatur"));
+  EXPECT_THAT(lines[3]["error"].get<std::string>(), HasSubstr("top_p"));
+  EXPECT_THAT(lines[4]["error"].get<std::string>(), HasSubstr("no tokenizer"));
+  EXPECT_EQ(lines[5]["output_ids"].size(), 2u);
+  EXPECT_EQ(lines[5]["finish_reason"], "length");
+}
+
+}  // namespace
+}  // namespace splash

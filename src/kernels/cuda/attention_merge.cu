@@ -77,7 +77,8 @@ bool rows_16b_aligned(const Tensor& t) {
 }  // namespace
 
 void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, cudaStream_t s) {
-  SPLASH_CHECK(parts.dtype() == DType::BF16 && parts.ndim() == 4 && parts.stride(3) == 1, "merge parts: bf16 [P, N, H, D]");
+  SPLASH_CHECK(parts.dtype() == DType::BF16 && parts.ndim() == 4 && parts.stride(3) == 1,
+               "merge parts: bf16 [P, N, H, D]");
   SPLASH_CHECK(lses.dtype() == DType::F32 && lses.ndim() == 3, "merge lses: f32 [P, N, H]");
   SPLASH_CHECK(out.dtype() == DType::BF16 && out.ndim() == 3 && out.stride(2) == 1, "merge out: bf16 [N, H, D]");
   const int64_t P = parts.size(0), N = parts.size(1), H = parts.size(2), D = parts.size(3);
@@ -85,9 +86,9 @@ void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses,
                    out.size(2) == D,
                "merge shapes: parts {} lses {} out {}", parts.shape_str(), lses.shape_str(), out.shape_str());
   if (N == 0 || H == 0 || D == 0) return;
-  const MergeArgs a{parts.ptr<bf16>(), parts.stride(0), parts.stride(1), parts.stride(2),
-                    lses.ptr<float>(), lses.stride(0), lses.stride(1), lses.stride(2),
-                    out.ptr<bf16>(),   out.stride(0),   out.stride(1),   static_cast<int>(P),
+  const MergeArgs a{parts.ptr<bf16>(),   parts.stride(0),     parts.stride(1),    parts.stride(2),
+                    lses.ptr<float>(),   lses.stride(0),      lses.stride(1),     lses.stride(2),
+                    out.ptr<bf16>(),     out.stride(0),       out.stride(1),      static_cast<int>(P),
                     static_cast<int>(N), static_cast<int>(H), static_cast<int>(D)};
   constexpr int kWarps = 8;
   const unsigned blocks = static_cast<unsigned>((N * H + kWarps - 1) / kWarps);

@@ -73,4 +73,11 @@ size_t cuda_bytes_in_use(const Backend& be) {
   return cb ? cb->bytes_in_use() : 0;
 }
 
+int64_t cuda::CudaBackend::total_memory_bytes() const {
+  SPLASH_CUDA_CHECK(cudaSetDevice(ctx_->device));
+  size_t free_bytes = 0, total_bytes = 0;
+  SPLASH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(total_bytes);
+}
+
 }  // namespace splash

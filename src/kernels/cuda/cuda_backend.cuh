@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
   Tensor to_host_f32(Tensor src) override;
   Tensor upload(Tensor host, DType dtype) override;
 
+  int64_t total_memory_bytes() const override;
   Stream compute_stream() override { return {ctx_->compute}; }
   Stream transfer_stream() override { return {ctx_->transfer}; }
   Event record(Stream s) override;

@@ -1,18 +1,6 @@
 #pragma once
 // Error checks for CUDA runtime and cuBLAS calls: a failure becomes splash::Error naming the call and
 // the library's own error string, so the CLI reports it instead of crashing.
-// fmt 9 under nvcc: it turns its own constexpr off for __NVCC__ while other functions stay constexpr,
-// which g++ rejects in C++20, and nvcc cannot evaluate its consteval format checks (C++ files still
-// run them). This header must come before anything that includes fmt in a .cu file.
-#if defined(__CUDACC__)
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
-#ifndef FMT_CONSTEVAL
-#define FMT_CONSTEVAL
-#endif
-#endif
-
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -52,9 +52,13 @@ Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStrea
     ctx_->bytes_in_use += bytes;
     // Freed in stream order on the allocating stream: work queued there before the last view died
     // finishes first. Work on another stream must be ordered before that (record/wait).
+    // The last view may die on another rank's thread: switch to this device and back.
     owner = std::shared_ptr<void>(p, [ctx = ctx_, bytes, st](void* q) {
-      cudaSetDevice(ctx->device);
+      int prev = -1;
+      cudaGetDevice(&prev);
+      if (prev != ctx->device) cudaSetDevice(ctx->device);
       cudaFreeAsync(q, st);
+      if (prev != ctx->device && prev >= 0) cudaSetDevice(prev);
       ctx->bytes_in_use -= bytes;
     });
   }

@@ -20,9 +20,9 @@ void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, c
 // all heads (strided), v [Tk, H, d_v] (strided); row n attends to tokens [row_kv_start[n],
 // row_kv_start[n] + row_kv_len[n]). out [N, H, d_v] bf16, lse [N, H] F32. Supported (d_n, d_r, d_v):
 // (128, 64, 128) and (32, 16, 32).
-void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
-                        const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len,
-                        float scale, cudaStream_t s);
+void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
+                        const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
+                        cudaStream_t s);
 
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).

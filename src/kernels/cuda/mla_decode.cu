@@ -21,28 +21,32 @@ namespace {
 
 using namespace attn;
 
-constexpr int kTileTokens = 64;
+constexpr int kSplitGranule = 64;  // split boundaries fall on multiples of this many tokens
 
 template <int C_, int W_, int HB_>
 struct DecodeCfg {
   static constexpr int C = C_, W = W_, HB = HB_;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
-  static constexpr int BT = kTileTokens;
   static constexpr int MT = HB / 16;  // 16-head m-tiles
   static constexpr int WP = round_up(W, 64);
   static constexpr int WCH = W / 8;  // 16-byte chunks per token
   static constexpr int KSTEPS = W / 16;
+  static constexpr int BT = 64;  // tokens per tile
   // Score phase: warp w computes heads of m-tile w % MT for the tokens of group w / MT. With 64 heads
   // the groups are the two warpgroups, and each computes its 64 x 32 scores with wgmma from a shared
-  // Q; with fewer heads each warp keeps its m-tile of Q in registers, which frees the shared memory
-  // for a third stage: two tiles stay in flight, which the memory-bound small-head case needs.
+  // Q (2 stages fit beside it); with fewer heads each warp keeps its m-tile of Q in registers, which
+  // leaves room for 3 stages: two tiles stay in flight, which the memory-bound small-head case needs.
   static constexpr bool kWgmma = MT == 4;
   static constexpr int kStages = kWgmma ? 2 : 3;
+  // PV phase: with wgmma (C = 512), warpgroup g accumulates columns [g C / 2, (g + 1) C / 2) of every
+  // head, each thread holding the rows of its own scores; otherwise warp w accumulates columns
+  // [w * CPW, (w + 1) * CPW) of every head with mma.sync.
+  static constexpr bool kWgmmaPV = kWgmma && C == 512;
   static constexpr int TG = kWarps / MT;
   static constexpr int TPW = BT / TG;
   static constexpr int SNT = TPW / 8;
-  // PV phase: warp w accumulates output columns [w * CPW, (w + 1) * CPW) of every head.
   static constexpr int CPW = C / kWarps;
+  static constexpr int ONT_WG = C / 2 / 8;  // n-tiles of a warpgroup's half with wgmma
   static constexpr int ONT = CPW / 8;
   // Shared memory (bytes).
   static constexpr int kQ = 0;
@@ -57,6 +61,7 @@ struct DecodeCfg {
   static_assert(SNT >= 1 && (SNT == 1 || SNT % 2 == 0) && (ONT == 1 || ONT % 2 == 0), "fragment tiling");
   static_assert(kSmem <= 232448, "shared memory of one Hopper block");
   static_assert(!kWgmma || TPW == 32, "a warpgroup's wgmma covers 32 tokens");
+  static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
 
 struct DecodeArgs {
@@ -118,8 +123,9 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   const int h0 = hg * K::HB;
   const int len = a.row_len[n];
   const int64_t chunk = (int64_t{len} + a.splits - 1) / a.splits;
-  const int t_begin = static_cast<int>(std::min<int64_t>(len, split * ((chunk + K::BT - 1) / K::BT * K::BT)));
-  const int t_end = static_cast<int>(std::min<int64_t>(len, t_begin + (chunk + K::BT - 1) / K::BT * K::BT));
+  const int64_t step = (chunk + kSplitGranule - 1) / kSplitGranule * kSplitGranule;
+  const int t_begin = static_cast<int>(std::min<int64_t>(len, split * step));
+  const int t_end = static_cast<int>(std::min<int64_t>(len, t_begin + step));
   const int c0 = warp * K::CPW;
 
   if (t_begin >= t_end) {  // no tokens here: out = 0, lse = -inf (what the merge expects of an empty part)
@@ -170,7 +176,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   }
   float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
   float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
-  float o[K::MT][K::ONT][4] = {};
+  float o[K::kWgmmaPV ? 1 : K::MT][K::kWgmmaPV ? K::ONT_WG : K::ONT][4] = {};
 
   for (int it = 0; it < ntiles; ++it) {
     cp_async_wait<K::kStages - 2>();
@@ -186,8 +192,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < K::KSTEPS; ++ks)
-        wgmma_m64n32(s, wgmma_desc(q_s + slab<K::HB>(0, ks * 16)),
-                     wgmma_desc(kt + slab<K::BT>(tg * K::TPW, ks * 16)));
+        wgmma_m64n32(s, wgmma_desc(q_s + slab<K::HB>(0, ks * 16)), wgmma_desc(kt + slab<K::BT>(tg * K::TPW, ks * 16)));
       wgmma_commit();
       wgmma_wait_all();
       reg_fence(s);
@@ -251,43 +256,65 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
       *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(p0, p1);
       *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(p2, p3);
     }
-    if (tg == 0 && t4 == 0) {
-      alpha_s[srow] = alpha[0];
-      alpha_s[srow + 8] = alpha[1];
-    }
-    __syncthreads();
+    if constexpr (K::kWgmmaPV) {
+      fence_async_smem();  // P goes to wgmma
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < K::ONT_WG; ++j) {
+        o[0][j][0] *= alpha[0];
+        o[0][j][1] *= alpha[0];
+        o[0][j][2] *= alpha[1];
+        o[0][j][3] *= alpha[1];
+      }
+      reg_fence(o[0]);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < K::BT / 16; ++ks)
+        wgmma_m64n256_nt(o[0], wgmma_desc(p_s + swz<K::BT>(0, ks * 16)),
+                         wgmma_desc_n_major(kt + slab<K::BT>(ks * 16, tg * (K::C / 2)), K::BT * 64 * 2));
+      wgmma_commit();
+      wgmma_wait_all();
+      reg_fence(o[0]);
+    } else {
+      if (tg == 0 && t4 == 0) {
+        alpha_s[srow] = alpha[0];
+        alpha_s[srow + 8] = alpha[1];
+      }
+      __syncthreads();
 
 #pragma unroll
-    for (int mi = 0; mi < K::MT; ++mi) {
-      const float al0 = alpha_s[mi * 16 + g], al1 = alpha_s[mi * 16 + g + 8];
+      for (int mi = 0; mi < K::MT; ++mi) {
+        const float al0 = alpha_s[mi * 16 + g], al1 = alpha_s[mi * 16 + g + 8];
 #pragma unroll
-      for (int j = 0; j < K::ONT; ++j) {
-        o[mi][j][0] *= al0;
-        o[mi][j][1] *= al0;
-        o[mi][j][2] *= al1;
-        o[mi][j][3] *= al1;
-      }
-    }
-#pragma unroll
-    for (int ks = 0; ks < K::BT / 16; ++ks) {
-      uint32_t pa[K::MT][4];
-#pragma unroll
-      for (int mi = 0; mi < K::MT; ++mi) ldsm_x4(pa[mi], p_s + swz<K::BT>(mi * 16 + a_row(lane), ks * 16 + a_col(lane)));
-#pragma unroll
-      for (int np = 0; np < K::ONT / 2; ++np) {
-        uint32_t b[4];
-        ldsm_x4_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0 + np * 16 + bk_col(lane)));
-#pragma unroll
-        for (int mi = 0; mi < K::MT; ++mi) {
-          mma_bf16(o[mi][2 * np], pa[mi], b[0], b[1]);
-          mma_bf16(o[mi][2 * np + 1], pa[mi], b[2], b[3]);
+        for (int j = 0; j < K::ONT; ++j) {
+          o[mi][j][0] *= al0;
+          o[mi][j][1] *= al0;
+          o[mi][j][2] *= al1;
+          o[mi][j][3] *= al1;
         }
       }
-      if constexpr (K::ONT == 1) {
-        uint32_t b[2];
-        ldsm_x2_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0));
 #pragma unroll
-        for (int mi = 0; mi < K::MT; ++mi) mma_bf16(o[mi][0], pa[mi], b[0], b[1]);
+      for (int ks = 0; ks < K::BT / 16; ++ks) {
+        uint32_t pa[K::MT][4];
+#pragma unroll
+        for (int mi = 0; mi < K::MT; ++mi)
+          ldsm_x4(pa[mi], p_s + swz<K::BT>(mi * 16 + a_row(lane), ks * 16 + a_col(lane)));
+#pragma unroll
+        for (int np = 0; np < K::ONT / 2; ++np) {
+          uint32_t b[4];
+          ldsm_x4_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0 + np * 16 + bk_col(lane)));
+#pragma unroll
+          for (int mi = 0; mi < K::MT; ++mi) {
+            mma_bf16(o[mi][2 * np], pa[mi], b[0], b[1]);
+            mma_bf16(o[mi][2 * np + 1], pa[mi], b[2], b[3]);
+          }
+        }
+        if constexpr (K::ONT == 1) {
+          uint32_t b[2];
+          ldsm_x2_t(b, kt + slab<K::BT>(ks * 16 + bk_row(lane), c0));
+#pragma unroll
+          for (int mi = 0; mi < K::MT; ++mi) mma_bf16(o[mi][0], pa[mi], b[0], b[1]);
+        }
       }
     }
   }
@@ -297,71 +324,106 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   for (int r = 0; r < 2; ++r) {
     const float l = quad_sum(l_run[r]);
     if (t4 == 0) red_sum[tg * K::HB + srow + 8 * r] = l;
-    if (t4 == 0 && tg == 0) rowm_s[srow + 8 * r] = m_run[r];
+    if (!K::kWgmmaPV && t4 == 0 && tg == 0) rowm_s[srow + 8 * r] = m_run[r];  // wgmma PV keeps its rows
   }
   __syncthreads();
-#pragma unroll
-  for (int mi = 0; mi < K::MT; ++mi)
+  if constexpr (K::kWgmmaPV) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = mi * 16 + g + 8 * r, head = h0 + row;
+      const int row = srow + 8 * r, head = h0 + row;
       if (head >= a.H) continue;
       float l = 0.f;
 #pragma unroll
       for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
-      const float inv = 1.f / l, lse = (rowm_s[row] + log2f(l)) * kLn2;
+      const float inv = 1.f / l, lse = (m_run[r] + log2f(l)) * kLn2;
 #pragma unroll
-      for (int j = 0; j < K::ONT; ++j)
-        store_row_result<K>(a, n, split, head, c0 + j * 8 + 2 * t4, o[mi][j][2 * r] * inv,
-                            o[mi][j][2 * r + 1] * inv, warp == 0 && t4 == 0 && j == 0, lse);
+      for (int j = 0; j < K::ONT_WG; ++j)
+        store_row_result<K>(a, n, split, head, tg * (K::C / 2) + j * 8 + 2 * t4, o[0][j][2 * r] * inv,
+                            o[0][j][2 * r + 1] * inv, tg == 0 && t4 == 0 && j == 0, lse);
     }
+  } else {
+#pragma unroll
+    for (int mi = 0; mi < K::MT; ++mi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = mi * 16 + g + 8 * r, head = h0 + row;
+        if (head >= a.H) continue;
+        float l = 0.f;
+#pragma unroll
+        for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
+        const float inv = 1.f / l, lse = (rowm_s[row] + log2f(l)) * kLn2;
+#pragma unroll
+        for (int j = 0; j < K::ONT; ++j)
+          store_row_result<K>(a, n, split, head, c0 + j * 8 + 2 * t4, o[mi][j][2 * r] * inv, o[mi][j][2 * r + 1] * inv,
+                              warp == 0 && t4 == 0 && j == 0, lse);
+      }
+  }
 }
 
-// Merges the splits of each (row, head): weights exp(lse_s - lse) over the normalised partials.
+constexpr int kMaxSplits = 256;
+constexpr int kCombineThreads = 512;
+
+__device__ float block_reduce(float v, float* red, bool is_max) {
+  for (int o = 16; o; o >>= 1) {
+    const float x = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, x) : v + x;
+  }
+  __syncthreads();  // red may still be read by an earlier reduction
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+  return v;
+}
+
+// Merges the splits of one (row, head) per block: the weights exp(lse_s - lse) go to shared memory,
+// then groups of threads sum interleaved subsets of the normalised partials for all columns (many
+// independent loads in flight: with one row the whole merge is a few blocks) and the groups add up.
 template <int C>
-__global__ void combine_splits_kernel(const DecodeArgs a) {
-  constexpr int kVec = 4, kPerLane = (C / kVec + 31) / 32;
-  const int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-  if (wid >= a.N * a.H) return;
-  const int n = wid / a.H, h = wid % a.H;
+__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeArgs a) {
+  constexpr int kCols = C / 4, kGroups = kCombineThreads / kCols;
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red[kCombineThreads / 32];
+  __shared__ float4 acc_s[kGroups][kCols];
+  const int n = blockIdx.x / a.H, h = blockIdx.x % a.H, tid = threadIdx.x;
   auto part = [&](int s) { return (int64_t{s} * a.N + n) * a.H + h; };
   float mx = kNegInf;
-  for (int s = lane; s < a.splits; s += 32) mx = fmaxf(mx, a.part_lse[part(s)]);
-  for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  for (int s = tid; s < a.splits; s += kCombineThreads) mx = fmaxf(mx, a.part_lse[part(s)]);
+  mx = block_reduce(mx, red, true);
   bf16* out = a.out + n * a.out_s0 + h * a.out_s1;
-  if (mx == kNegInf) {
-    for (int c = lane * 2; c < C; c += 64) *reinterpret_cast<uint32_t*>(out + c) = 0u;
-    if (lane == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
+  if (mx == kNegInf) {  // no split saw a token
+    for (int c = 2 * tid; c < C; c += 2 * kCombineThreads) *reinterpret_cast<uint32_t*>(out + c) = 0u;
+    if (tid == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
     return;
   }
   float total = 0.f;
-  for (int s = lane; s < a.splits; s += 32) total += __expf(a.part_lse[part(s)] - mx);
-  for (int o = 16; o; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-  float acc[kPerLane][kVec] = {};
-  for (int s = 0; s < a.splits; ++s) {
-    const float w = __expf(a.part_lse[part(s)] - mx) / total;
-    if (w == 0.f) continue;  // empty splits and negligible ones: skip their reads
-    const float4* src = reinterpret_cast<const float4*>(a.part_o + part(s) * C);
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int v = lane + 32 * k;
-      if (v * kVec >= C) break;
-      const float4 x = src[v];
-      acc[k][0] += w * x.x;
-      acc[k][1] += w * x.y;
-      acc[k][2] += w * x.z;
-      acc[k][3] += w * x.w;
+  for (int s = tid; s < a.splits; s += kCombineThreads) {
+    const float w = __expf(a.part_lse[part(s)] - mx);
+    w_s[s] = w;
+    total += w;
+  }
+  total = block_reduce(total, red, false);  // its barriers also publish w_s
+  const int col = tid % kCols, grp = tid / kCols;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+  for (int s = grp; s < a.splits; s += kGroups) {  // empty splits hold zeros with weight 0
+    const float w = w_s[s];
+    const float4 x = reinterpret_cast<const float4*>(a.part_o + part(s) * C)[col];
+    acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+  }
+  acc_s[grp][col] = acc;
+  __syncthreads();
+  if (grp == 0) {
+    for (int g = 1; g < kGroups; ++g) {
+      const float4 x = acc_s[g][col];
+      acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
     }
+    const float inv = 1.f / total;
+    uint32_t* dst = reinterpret_cast<uint32_t*>(out + col * 4);  // rows are only 4-byte aligned
+    dst[0] = pack_bf16(acc.x * inv, acc.y * inv);
+    dst[1] = pack_bf16(acc.z * inv, acc.w * inv);
+    if (tid == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
   }
-#pragma unroll
-  for (int k = 0; k < kPerLane; ++k) {
-    const int v = lane + 32 * k;
-    if (v * kVec >= C) break;
-    uint32_t* dst = reinterpret_cast<uint32_t*>(out + v * kVec);  // rows are only 4-byte aligned
-    dst[0] = pack_bf16(acc[k][0], acc[k][1]);
-    dst[1] = pack_bf16(acc[k][2], acc[k][3]);
-  }
-  if (lane == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
 }
 
 // Split partials: one buffer per (device, stream), grown on demand and kept, so the hot path allocates
@@ -386,7 +448,7 @@ float* split_workspace(size_t bytes, cudaStream_t s) {
 // Splits per row: the fewest waves of blocks times the tokens each block handles (plus a fixed cost of
 // about two tiles), for the longest row the page table can hold; every split keeps two tiles at least.
 int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
-  const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, 256);
+  const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, kMaxSplits);
   int best = 1;
   double best_cost = 0;
   for (int64_t s = 1; s <= max_splits; ++s) {
@@ -412,10 +474,7 @@ void launch_decode(DecodeArgs a, cudaStream_t s) {
   absorbed_decode_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
   SPLASH_CUDA_LAUNCHED();
   if (a.splits > 1) {
-    constexpr int kWarpsPerBlock = 8;
-    const int64_t warps = int64_t{a.N} * a.H;
-    combine_splits_kernel<C><<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                               kWarpsPerBlock * 32, 0, s>>>(a);
+    combine_splits_kernel<C><<<static_cast<unsigned>(int64_t{a.N} * a.H), kCombineThreads, 0, s>>>(a);
     SPLASH_CUDA_LAUNCHED();
   }
 }
@@ -441,8 +500,8 @@ void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, c
                    reinterpret_cast<uintptr_t>(out.data()) % 4 == 0,
                "absorbed out: bf16, contiguous rows, even strides");
   SPLASH_CHECK(lse.dtype() == DType::F32 && lse.stride(1) == 1, "absorbed lse: f32 [N, H]");
-  SPLASH_CHECK(kv.page_table.dtype() == DType::I32 && kv.page_table.stride(1) == 1 && kv.row_seq.dtype() == DType::I32 &&
-                   kv.row_kv_len.dtype() == DType::I32,
+  SPLASH_CHECK(kv.page_table.dtype() == DType::I32 && kv.page_table.stride(1) == 1 &&
+                   kv.row_seq.dtype() == DType::I32 && kv.row_kv_len.dtype() == DType::I32,
                "absorbed attention: page table and row indices are I32");
   SPLASH_CHECK((C == 512 && W == 576) || (C == 64 && W == 80),
                "absorbed attention: latent {} + rope {} is not built (512 + 64 and 64 + 16 are)", C, W - C);
@@ -471,7 +530,7 @@ void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, c
   a.lse = lse.ptr<float>();
   a.lse_s0 = lse.stride(0);
   const int64_t max_len = kv.page_table.size(1) * kv.pool.size(1);
-  a.splits = choose_splits(N * a.G, max_len, sm_count(), kTileTokens);
+  a.splits = choose_splits(N * a.G, max_len, sm_count(), kSplitGranule);
 
   if (a.splits > 1) {
     const size_t parts = static_cast<size_t>(a.splits) * N * H;

@@ -1,9 +1,9 @@
 // Expanded MLA (prefill): MHA with per-head K = [k_nope | k_pe] (k_pe shared by the heads) and V, in
 // the flash-attention-2 shape: a block (one warpgroup) owns 128 query rows of one head and streams
-// 64-token K/V tiles through shared memory. S = Q K^T runs on wgmma straight from shared memory; S and
-// O stay in registers (each warp owns whole rows, so the softmax needs no shared memory) and P V runs
-// on mma.sync with P taken from those registers. Rows carry their own token range, which covers causal
-// prefill over a cached prefix and several sequences in one launch.
+// 64-token K/V tiles through shared memory. Both products run on wgmma: S = Q K^T with both operands
+// in shared memory, O += P V with P taken straight from the S registers (each warp owns whole rows, so
+// the softmax needs no shared memory). Rows carry their own token range, which covers causal prefill
+// over a cached prefix and several sequences in one launch.
 #include <climits>
 #include <limits>
 
@@ -26,6 +26,7 @@ struct PrefillCfg {
   static constexpr int BM = 64 * MI;
   static constexpr int BN = 64;
   static constexpr int QP = round_up(DQK, 64), VP = round_up(DV, 64);
+  static_assert(DV == 32 || DV == 128, "the P V wgmma shapes built");
   static constexpr int KSTEPS = DQK / 16, SNT = BN / 8, ONT = DV / 8;
   static constexpr int kQ = 0, kK = kQ + BM * QP * 2, kV = kK + BN * QP * 2;
   static constexpr int kRange = kV + BN * VP * 2;  // int2 [BM]: each row's token range
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
       const int t = lo + tile * K::BN + r;
       const bool ok = t < hi;
       const bf16* src = a.v + (ok ? t : lo) * a.v_s0 + h * a.v_s1;
-      for (int c = sub; c < K::DV / 8; c += 8) cp_async16(v_s + swz<K::VP>(r, c * 8), src + c * 8, ok);
+      for (int c = sub; c < K::DV / 8; c += 8) cp_async16(v_s + slab<K::BN>(r, c * 8), src + c * 8, ok);
     }
   };
   if (ntiles > 0) load_k(0);
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
 #pragma unroll
     for (int mi = 0; mi < K::MI; ++mi) reg_fence(s[mi]);
 
-    // Online softmax in log2 units; a row with nothing seen yet keeps m = -inf and p = 0.
+      // Online softmax in log2 units; a row with nothing seen yet keeps m = -inf and p = 0.
 #pragma unroll
     for (int mi = 0; mi < K::MI; ++mi)
 #pragma unroll
@@ -204,31 +205,39 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
 #pragma unroll
         for (int n = 0; n < K::ONT; ++n) o[mi][n][2 * r] *= alpha, o[mi][n][2 * r + 1] *= alpha;
       }
+    // P as wgmma A fragments (the accumulator layout of S is the A layout, two n-tiles per k16).
+    uint32_t pa[K::MI][K::BN / 16][4];
+#pragma unroll
+    for (int mi = 0; mi < K::MI; ++mi)
+#pragma unroll
+      for (int kk = 0; kk < K::BN / 16; ++kk) {
+        pa[mi][kk][0] = pack_bf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+        pa[mi][kk][1] = pack_bf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+        pa[mi][kk][2] = pack_bf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+        pa[mi][kk][3] = pack_bf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+      }
     cp_async_wait<0>();
-    __syncthreads();  // V_j visible; every warp is done with K_j
+    fence_async_smem();
+    __syncthreads();  // V_j visible to wgmma; every warp is done with K_j
     if (j + 1 < ntiles) load_k(j + 1);
     cp_async_commit();
 #pragma unroll
-    for (int kk = 0; kk < K::BN / 16; ++kk) {
-      uint32_t pa[K::MI][4];
+    for (int mi = 0; mi < K::MI; ++mi) reg_fence(o[mi]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < K::BN / 16; ++kk)
 #pragma unroll
       for (int mi = 0; mi < K::MI; ++mi) {
-        pa[mi][0] = pack_bf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-        pa[mi][1] = pack_bf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-        pa[mi][2] = pack_bf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-        pa[mi][3] = pack_bf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+        const uint64_t vd = wgmma_desc_n_major(v_s + slab<K::BN>(kk * 16, 0), K::BN * 64 * 2);
+        if constexpr (K::DV == 128)
+          wgmma_m64n128_rt(o[mi], pa[mi][kk], vd);
+        else
+          wgmma_m64n32_rt(o[mi], pa[mi][kk], vd);
       }
+    wgmma_commit();
+    wgmma_wait_all();
 #pragma unroll
-      for (int np = 0; np < K::ONT / 2; ++np) {
-        uint32_t b[4];
-        ldsm_x4_t(b, v_s + swz<K::VP>(kk * 16 + bk_row(lane), np * 16 + bk_col(lane)));
-#pragma unroll
-        for (int mi = 0; mi < K::MI; ++mi) {
-          mma_bf16(o[mi][2 * np], pa[mi], b[0], b[1]);
-          mma_bf16(o[mi][2 * np + 1], pa[mi], b[2], b[3]);
-        }
-      }
-    }
+    for (int mi = 0; mi < K::MI; ++mi) reg_fence(o[mi]);
   }
 
 #pragma unroll
@@ -265,16 +274,16 @@ void check_view(const Tensor& t, int ndim, const char* what) {
 
 }  // namespace
 
-void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
-                        const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len,
-                        float scale, cudaStream_t s) {
+void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
+                        const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
+                        cudaStream_t s) {
   check_view(q, 3, "expanded q");
   check_view(k_nope, 3, "k_nope");
   check_view(k_pe, 2, "k_pe");
   check_view(v, 3, "v");
   const int64_t N = q.size(0), H = q.size(1), dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
-  SPLASH_CHECK(q.size(2) == dn + dr && out.size(2) == dv && k_nope.size(1) == H && v.size(1) == H &&
-                   out.size(0) == N && out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
+  SPLASH_CHECK(q.size(2) == dn + dr && out.size(2) == dv && k_nope.size(1) == H && v.size(1) == H && out.size(0) == N &&
+                   out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
                "expanded attention shapes: q {} k_nope {} k_pe {} v {} out {}", q.shape_str(), k_nope.shape_str(),
                k_pe.shape_str(), v.shape_str(), out.shape_str());
   SPLASH_CHECK(out.dtype() == DType::BF16 && out.stride(2) == 1 && out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 &&

@@ -1,0 +1,87 @@
+#include "cli/plan_command.h"
+
+#include <fmt/format.h>
+
+#include "cli/engine_options.h"
+#include "core/error.h"
+#include "layout/memory_plan.h"
+#include "model/model_source.h"
+
+namespace splash {
+namespace {
+
+struct PlanFlags {
+  std::string model = "builtin:deepseek-v3";
+  int ranks = 8;
+  std::string mem_per_rank = "141G";
+  double mem_fraction = 0.9;
+  int64_t batch = 16;
+  std::string weight_dtype = "bf16";
+  std::string kv_dtype = "bf16";
+};
+
+int64_t elem_bytes(const std::string& s, const char* flag) {
+  if (s == "bf16" || s == "f16") return 2;
+  if (s == "fp8") return 1;
+  if (s == "f32") return 4;
+  fail("unknown {} '{}' (bf16, f16, fp8, f32)", flag, s);
+}
+
+double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
+double gib(int64_t b) { return static_cast<double>(b) / (1 << 30); }
+
+int run_plan(const PlanFlags& f) {
+  ModelSource src = open_model(f.model, "dummy");
+  const ModelConfig& c = src.config;
+  MemoryInputs in;
+  in.ranks = f.ranks;
+  in.mem_per_rank = parse_bytes(f.mem_per_rank);
+  in.mem_fraction = f.mem_fraction;
+  in.weight_elem_bytes = elem_bytes(f.weight_dtype, "--weight-dtype");
+  in.kv_elem_bytes = elem_bytes(f.kv_dtype, "--kv-dtype");
+  if (in.ranks < 1) fail("--ranks must be at least 1");
+
+  const ProjectionBytes pb = projection_bytes(c, in.weight_elem_bytes);
+  fmt::print("model {} ({} layers, H={}, d={}), T={}, {:.1f} GiB per rank x {:.2f}, weights {}, KV {}\n\n", src.name,
+             c.num_hidden_layers, c.num_attention_heads, c.hidden_size, in.ranks, gib(in.mem_per_rank), in.mem_fraction,
+             f.weight_dtype, f.kv_dtype);
+  fmt::print("per layer: Q-B {:.1f} MiB, KV-B {:.1f} MiB, O {:.1f} MiB = {:.1f} MiB; a sharded->replicated switch "
+             "receives {:.1f} MiB per rank ({:.1f} MiB over the group)\n\n",
+             mib(pb.q_b), mib(pb.kv_b), mib(pb.o), mib(pb.total()), mib(pb.total() * (in.ranks - 1) / in.ranks),
+             mib(pb.total() * (in.ranks - 1)));
+  fmt::print("{:<6} {:>12} {:>14} {:>12} {:>12} {:>16} {:>18}  {}\n", "layout", "W_A GiB/rk", "other W GiB/rk",
+             "KV GiB/rk", "KV B/token", "capacity tokens", fmt::format("max ctx (B={})", f.batch), "note");
+  int64_t dp_capacity = 0, dop_capacity = 0;
+  std::vector<std::string> fitting;
+  for (Layout l : kAllLayouts) {
+    const LayoutMemory m = plan_layout(c, l, in);
+    if (l == Layout::DP) dp_capacity = m.capacity_tokens;
+    if (l == Layout::DOP) dop_capacity = m.capacity_tokens;
+    if (m.fits) fitting.push_back(std::string(layout_name(l)));
+    fmt::print("{:<6} {:>12.2f} {:>14.2f} {:>12.2f} {:>12} {:>16} {:>18}  {}\n", layout_name(l), gib(m.w_a_bytes),
+               gib(m.other_weight_bytes), gib(m.kv_budget_bytes), m.kv_bytes_per_token, m.capacity_tokens,
+               m.max_context(f.batch), m.fits ? "" : "does not fit: " + m.why_not);
+  }
+  if (dp_capacity > 0 && dop_capacity > 0)
+    fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
+               100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));
+  if (fitting.empty()) fail("no layout fits T = {} ranks of {} each", in.ranks, f.mem_per_rank);
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", "memory, KV capacity and switch volumes per layout");
+  cmd->add_option("--model", f->model, "checkpoint dir, config.json or builtin:NAME")->capture_default_str();
+  cmd->add_option("--ranks", f->ranks, "T")->capture_default_str();
+  cmd->add_option("--mem-per-rank", f->mem_per_rank, "memory per rank (e.g. 141G)")->capture_default_str();
+  cmd->add_option("--mem-fraction", f->mem_fraction, "fraction for weights + KV")->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--batch", f->batch, "B balanced requests for the longest context")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--weight-dtype", f->weight_dtype, "bf16 | fp8 | f32")->capture_default_str();
+  cmd->add_option("--kv-dtype", f->kv_dtype, "bf16 | fp8 | f32")->capture_default_str();
+  cmd->callback([f] { throw CLI::RuntimeError(run_plan(*f)); });
+}
+
+}  // namespace splash

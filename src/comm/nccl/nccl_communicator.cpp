@@ -1,0 +1,122 @@
+#include "comm/nccl/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "core/error.h"
+
+namespace splash {
+namespace {
+
+#define SPLASH_NCCL_CHECK(expr)                                                                     \
+  do {                                                                                              \
+    ncclResult_t r_ = (expr);                                                                       \
+    if (r_ != ncclSuccess) ::splash::fail("NCCL error: {} returned {}", #expr, ncclGetErrorString(r_)); \
+  } while (0)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::U8:
+    case DType::F8E4M3: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, Stream dflt) : comm_(comm), rank_(rank), size_(size), dflt_(dflt) {}
+  ~NcclCommunicator() override { ncclCommDestroy(comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(Tensor buf, Stream s) override {
+    SPLASH_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), ncclSum, comm_, st(s)));
+  }
+  void all_gather(Tensor in, Tensor out, Stream s) override {
+    SPLASH_CHECK(out.numel() >= in.numel() * size_, "all_gather: out holds {} of {}", out.numel(), in.numel() * size_);
+    SPLASH_NCCL_CHECK(ncclAllGather(in.data(), out.data(), n(in), nccl_type(in.dtype()), comm_, st(s)));
+  }
+  // NCCL has no all-gather-v: one broadcast per source rank, grouped into one launch.
+  void all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts, Stream s) override {
+    SPLASH_CHECK(static_cast<int>(counts.size()) == size_, "all_gather_v: {} counts for {} ranks", counts.size(), size_);
+    const DType t = out.dtype();
+    const size_t es = dtype_size(t);
+    SPLASH_NCCL_CHECK(ncclGroupStart());
+    size_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (counts[r] > 0) {
+        const void* src = r == rank_ ? in.data() : nullptr;
+        SPLASH_NCCL_CHECK(ncclBroadcast(src, static_cast<char*>(out.data()) + off * es, static_cast<size_t>(counts[r]),
+                                        nccl_type(t), r, comm_, st(s)));
+      }
+      off += static_cast<size_t>(counts[r]);
+    }
+    SPLASH_NCCL_CHECK(ncclGroupEnd());
+  }
+  void reduce_scatter_sum(Tensor in, Tensor out, Stream s) override {
+    SPLASH_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), n(out), nccl_type(in.dtype()), ncclSum, comm_, st(s)));
+  }
+  void all_to_all(Tensor in, Tensor out, Stream s) override {
+    const int64_t chunk = in.numel() / size_;
+    all_to_all_v(in, std::vector<int64_t>(size_, chunk), out, std::vector<int64_t>(size_, chunk), s);
+  }
+  void all_to_all_v(Tensor in, const std::vector<int64_t>& send, Tensor out, const std::vector<int64_t>& recv,
+                    Stream s) override {
+    SPLASH_CHECK(static_cast<int>(send.size()) == size_ && static_cast<int>(recv.size()) == size_, "all_to_all_v counts");
+    const DType t = out.defined() ? out.dtype() : in.dtype();
+    const size_t es = dtype_size(t);
+    SPLASH_NCCL_CHECK(ncclGroupStart());
+    size_t soff = 0, roff = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (send[r] > 0)
+        SPLASH_NCCL_CHECK(ncclSend(static_cast<const char*>(in.data()) + soff * es, static_cast<size_t>(send[r]),
+                                   nccl_type(t), r, comm_, st(s)));
+      if (recv[r] > 0)
+        SPLASH_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data()) + roff * es, static_cast<size_t>(recv[r]),
+                                   nccl_type(t), r, comm_, st(s)));
+      soff += static_cast<size_t>(send[r]);
+      roff += static_cast<size_t>(recv[r]);
+    }
+    SPLASH_NCCL_CHECK(ncclGroupEnd());
+  }
+  void broadcast(Tensor buf, int root, Stream s) override {
+    SPLASH_NCCL_CHECK(ncclBroadcast(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), root, comm_, st(s)));
+  }
+  void barrier() override {
+    int* flag = nullptr;
+    cudaStream_t stream = st({});
+    if (cudaMallocAsync(&flag, sizeof(int), stream) != cudaSuccess) fail("barrier: cudaMallocAsync failed");
+    cudaMemsetAsync(flag, 0, sizeof(int), stream);
+    SPLASH_NCCL_CHECK(ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm_, stream));
+    cudaFreeAsync(flag, stream);
+    if (cudaStreamSynchronize(stream) != cudaSuccess) fail("barrier: stream synchronisation failed");
+  }
+
+ private:
+  static size_t n(const Tensor& t) { return static_cast<size_t>(t.numel()); }
+  cudaStream_t st(Stream s) const { return static_cast<cudaStream_t>(s.handle ? s.handle : dflt_.handle); }
+
+  ncclComm_t comm_;
+  int rank_, size_;
+  Stream dflt_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int ranks, const std::vector<Stream>& default_streams) {
+  std::vector<ncclComm_t> comms(static_cast<size_t>(ranks));
+  std::vector<int> devices(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) devices[r] = r;
+  SPLASH_NCCL_CHECK(ncclCommInitAll(comms.data(), ranks, devices.data()));
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks, default_streams[r]));
+  return out;
+}
+
+}  // namespace splash
