@@ -9,6 +9,7 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "engine/engine.h"
 #include "engine/reference_check.h"
 #include "model/model_source.h"
 
@@ -42,6 +43,8 @@ int run_check(const CheckFlags& f) {
   co.prefill_chunk = f.prefill_chunk;
   co.form = parse_form_flag(f.engine.attn_form);
   co.sequential = f.sequential;
+  co.switches = parse_switch_schedule(f.engine.switch_schedule);
+  co.switch_mode = parse_switch_mode(f.engine.switch_mode);
   // fp32 on the CPU reproduces the reference closely; bf16 on a GPU lands around 1e-2.
   const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 2e-2);
 
@@ -49,9 +52,11 @@ int run_check(const CheckFlags& f) {
                src.weights->describe(), go.ranks, layout_name(go.layout), go.backend,
                co.prefill_chunk > 0 ? std::to_string(co.prefill_chunk) : "whole prompt", f.engine.attn_form);
   RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(pages_for_reference(ref, go.page_size, src.config.num_hidden_layers));
+  group.allocate_kv(pages_for_reference(ref, group));
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<PromptCheck> results = run_reference_check(group, ref, co);
+  std::vector<std::string> refused;
+  const std::vector<PromptCheck> results = run_reference_check(group, ref, co, &refused);
+  for (const std::string& why : refused) spdlog::warn("switch refused: {}", why);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   bool ok = true;
@@ -79,6 +84,7 @@ void add_check_command(CLI::App& app) {
   auto f = std::make_shared<CheckFlags>();
   CLI::App* cmd = app.add_subcommand("check", "compare logits and greedy decoding with a reference file");
   add_engine_flags(*cmd, f->engine);
+  add_switch_flags(*cmd, f->engine);
   cmd->add_option("--reference", f->reference, "reference.safetensors (default: MODEL/reference.safetensors)");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "tokens per prefill chunk (0: whole prompt)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

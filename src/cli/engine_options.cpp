@@ -40,6 +40,20 @@ void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-pages", f.kv_pages, "KV pages per rank (overrides the memory sizing)")->check(CLI::NonNegativeNumber);
 }
 
+void add_switch_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--switch", f.switch_schedule,
+                 "switch attention layout while running: 'step=5:dop,step=9:cp' (before engine step N; "
+                 "--attn-layout gives the start)");
+  cmd.add_option("--switch-mode", f.switch_mode, "overlapped (one layer ahead of compute) | blocking")
+      ->capture_default_str();
+}
+
+SwitchMode parse_switch_mode(const std::string& s) {
+  if (s == "overlapped") return SwitchMode::Overlapped;
+  if (s == "blocking") return SwitchMode::Blocking;
+  fail("unknown --switch-mode '{}' (choose overlapped or blocking)", s);
+}
+
 int64_t parse_bytes(const std::string& s) {
   size_t pos = 0;
   double v = 0;
@@ -77,6 +91,8 @@ EngineOptions make_engine_options(const EngineFlags& f) {
   o.mem_per_rank = f.mem_per_rank == "auto" ? (f.backend == "cpu" ? int64_t{1} << 30 : 0) : parse_bytes(f.mem_per_rank);
   o.mem_fraction = f.mem_fraction;
   o.kv_pages = f.kv_pages;
+  o.switch_schedule = parse_switch_schedule(f.switch_schedule);
+  o.switch_mode = parse_switch_mode(f.switch_mode);
   return o;
 }
 

@@ -27,6 +27,8 @@ struct EngineFlags {
   std::string mem_per_rank = "auto";
   double mem_fraction = 0.9;
   int64_t kv_pages = 0;
+  std::string switch_schedule;   // step=N:LAYOUT,...
+  std::string switch_mode = "overlapped";
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
@@ -39,5 +41,8 @@ int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);
 AttnForm parse_form_flag(const std::string& s);
 void apply_log_level(const std::string& level);
+// --switch and --switch-mode (check, generate).
+void add_switch_flags(CLI::App& cmd, EngineFlags& f);
+SwitchMode parse_switch_mode(const std::string& s);
 
 }  // namespace splash

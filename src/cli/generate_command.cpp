@@ -167,6 +167,7 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "offline generation: JSONL in, JSONL out");
   add_engine_flags(*cmd, f->engine);
   add_serving_flags(*cmd, f->engine);
+  add_switch_flags(*cmd, f->engine);
   cmd->add_option("--input", f->input, "JSONL: one {\"prompt\": ...} or {\"input_ids\": [...]} per line, + sampling fields");
   cmd->add_option("--output", f->output, "JSONL results in input order (default: stdout)");
   cmd->add_option("--prompt", f->prompts, "a prompt (repeatable)");

@@ -4,6 +4,7 @@
 
 #include "cli/check_command.h"
 #include "cli/generate_command.h"
+#include "cli/serve_command.h"
 #include "cli/plan_command.h"
 #include "core/error.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   splash::add_check_command(app);
   splash::add_generate_command(app);
+  splash::add_serve_command(app);
   splash::add_plan_command(app);
   try {
     app.parse(argc, argv);

@@ -3,6 +3,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "layout/memory_plan.h"
@@ -34,13 +35,82 @@ Engine::Engine(ModelSource model, EngineOptions opt)
     : model_(std::move(model)),
       opt_(opt),
       tokenizer_(model_.dir.empty() ? nullptr : Tokenizer::from_model_dir(model_.dir)),
-      group_(std::make_unique<RankGroup>(model_.config, *model_.weights, opt.group)),
-      kv_(opt.group.ranks, model_.config.num_hidden_layers, opt.group.page_size,
-          size_kv_pages(model_.config, opt, *group_)),
-      scheduler_(opt.scheduler, kv_, opt.group.layout),
+      group_(make_serving_group(model_, opt)),
+      scheduler_(opt.scheduler, group_->kv(), opt.group.layout),
       seed_state_(std::random_device{}()) {
   eos_ = tokenizer_ && tokenizer_->eos_id() ? tokenizer_->eos_id() : model_.config.eos_token_id;
-  group_->allocate_kv(kv_.pool(0).capacity());
+}
+
+std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
+  auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
+  group->allocate_kv(size_kv_pages(model.config, opt, *group));
+  return group;
+}
+
+std::vector<std::pair<int64_t, Layout>> parse_switch_schedule(const std::string& spec) {
+  std::vector<std::pair<int64_t, Layout>> out;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t colon = item.find(':');
+    auto bad = [&] { fail("--switch: '{}' is not step=N:LAYOUT (e.g. step=5:dop,step=9:cp)", item); };
+    if (item.rfind("step=", 0) != 0 || colon == std::string::npos) bad();
+    int64_t step = -1;
+    try {
+      size_t used = 0;
+      step = std::stoll(item.substr(5, colon - 5), &used);
+      if (used != colon - 5) bad();
+    } catch (const std::exception&) {
+      bad();
+    }
+    const auto layout = parse_layout(item.substr(colon + 1));
+    if (step < 0 || !layout) bad();
+    out.emplace_back(step, *layout);
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::optional<std::string> Engine::switch_layout(Layout to) {
+  if (group_->switch_in_transit()) return std::string("a switch is already in transit");
+  const Layout from = group_->layout();
+  SwitchRecord rec;
+  rec.step = stats_.steps;
+  rec.from = from;
+  rec.to = to;
+  std::vector<LiveRequest> live;
+  for (const Request* r : scheduler_.running_requests()) live.push_back({r->id, r->owner, r->computed});
+  const SwitchManifest m = make_switch_manifest(model_.config, from, to, opt_.group.ranks, live,
+                                                static_cast<int64_t>(dtype_size(group_->weight_dtype())),
+                                                static_cast<int64_t>(dtype_size(group_->kv_dtype())));
+  const double t = now();
+  auto refused = group_->switch_layout(to, live, opt_.switch_mode);
+  if (refused) {
+    rec.refused = *refused;
+    spdlog::warn("switch {} -> {} before step {} refused: {}; serving on in {}", layout_name(from), layout_name(to),
+                 rec.step, *refused, layout_name(from));
+    switches_.push_back(rec);
+    return refused;
+  }
+  scheduler_.set_layout(to);
+  rec.weights = m.layers.empty() ? Primitive::Keep : m.layers[0].weights.primitive;
+  rec.kv = m.layers.empty() ? Primitive::Keep : m.layers[0].kv.primitive;
+  for (const LayerManifest& l : m.layers) {
+    rec.weight_bytes += l.weights.recv_total();
+    rec.kv_bytes += l.kv.recv_total();
+  }
+  rec.seconds = now() - t;  // blocking: the transfers; an overlapped switch adds the step that carries it
+  switches_.push_back(rec);
+  if (opt_.switch_mode == SwitchMode::Blocking) log_switch(switches_.back());
+  return std::nullopt;
+}
+
+void Engine::log_switch(const SwitchRecord& r) const {
+  spdlog::info("switch {} -> {} before step {}: weights {} {:.2f} MiB, KV {} {:.2f} MiB received over the group; {:.2f} ms",
+               layout_name(r.from), layout_name(r.to), r.step, primitive_name(r.weights), r.weight_bytes / 1048576.0,
+               primitive_name(r.kv), r.kv_bytes / 1048576.0, r.seconds * 1e3);
 }
 
 int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const RankGroup& group) {
@@ -48,12 +118,15 @@ int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const Ra
   const DType kv_dtype = group.kv_dtype();
   MemoryInputs in;
   in.ranks = opt.group.ranks;
+  // Where the heads split, the pool also holds the projection replicas of replicated layouts: size it
+  // with sharded projections outside it.
+  const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
   in.weight_elem_bytes = static_cast<int64_t>(dtype_size(group.weight_dtype()));
   in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : group.device_memory_bytes();
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
   in.kv_elem_bytes = static_cast<int64_t>(dtype_size(kv_dtype));
-  const LayoutMemory m = plan_layout(cfg, opt.group.layout, in);
+  const LayoutMemory m = plan_layout(cfg, sizing, in);
   if (!m.fits) fail("layout {} does not fit: {}", layout_name(opt.group.layout), m.why_not);
   const int64_t pages = kv_pages_per_rank(cfg, m, opt.group.page_size, in.kv_elem_bytes);
   if (pages < cfg.num_hidden_layers)
@@ -181,12 +254,22 @@ bool Engine::append_token(Request& r, const SampleResult& s, RequestOutput& out)
 }
 
 std::vector<RequestOutput> Engine::step() {
+  for (const auto& [at, layout] : opt_.switch_schedule)
+    if (at == stats_.steps && layout != group_->layout()) switch_layout(layout);
+  const bool carries_switch = group_->switch_in_transit();
   std::vector<Request*> batch;
   StepPlan plan = scheduler_.schedule(batch);
   plan.form = opt_.form;
   stats_.preemptions = scheduler_.preemptions();
-  if (batch.empty()) return {};
   const double t = now();
+  if (batch.empty()) {
+    if (carries_switch) {  // nothing to compute: finish the transfers now
+      group_->run(plan);
+      switches_.back().seconds += now() - t;
+      log_switch(switches_.back());
+    }
+    return {};
+  }
   Tensor logits = group_->run(plan);
   const int64_t V = model_.config.vocab_size;
   std::vector<RequestOutput> outputs;
@@ -206,6 +289,10 @@ std::vector<RequestOutput> Engine::step() {
     outputs.push_back(std::move(out));
   }
   const double dt = now() - t;
+  if (carries_switch) {
+    switches_.back().seconds += dt;
+    log_switch(switches_.back());
+  }
   ++stats_.steps;
   stats_.busy_seconds += dt;
   stats_.prompt_tokens += prefill_tokens;

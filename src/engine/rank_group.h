@@ -10,10 +10,16 @@
 
 #include "comm/counting_communicator.h"
 #include "engine/step_plan.h"
+#include "kv/kv_cache_manager.h"
+#include "switch/switch_schedule.h"
 #include "model/deepseek_model.h"
 #include "model/weight_source.h"
 
 namespace splash {
+
+// Overlapped: each layer's transfer runs one layer ahead of the next step's computation.
+// Blocking: every transfer completes before anything computes (the baseline the paper compares with).
+enum class SwitchMode { Overlapped, Blocking };
 
 struct GroupOptions {
   int ranks = 1;
@@ -37,9 +43,23 @@ class RankGroup {
   const ModelConfig& config() const { return cfg_; }
   const GroupOptions& options() const { return opt_; }
 
-  // Allocates every rank's latent page storage: `pages` pages of page_size tokens of one layer.
+  // Allocates every rank's page storage (`pages` pages of page_size tokens of one layer, which also
+  // hold the projection replicas of replicated layouts) and the leader's page accounting, then puts the
+  // projections where the starting layout wants them.
   void allocate_kv(int64_t pages);
-  int64_t kv_pages() const { return kv_pages_; }
+  int64_t kv_pages() const { return kv_ ? kv_->pool(0).capacity() : 0; }
+  KvCacheManager& kv() { return *kv_; }
+  const KvCacheManager& kv() const { return *kv_; }
+  // Pages one layer's full projections take (the run a replicated layout holds per layer).
+  int64_t replica_pages_per_layer() const;
+
+  // The layout the next step runs in (a switch in transit hands every layer over during that step).
+  Layout layout() const { return pending_ ? pending_->to : layout_; }
+  // Switches the group to `to` with the live requests' histories (ids, owners, cached positions).
+  // Returns the reason when the switch does not fit (nothing changes); otherwise the switch is done
+  // (Blocking) or rides on the next run() (Overlapped).
+  std::optional<std::string> switch_layout(Layout to, std::vector<LiveRequest> live, SwitchMode mode);
+  bool switch_in_transit() const { return pending_ != nullptr; }
   // Device memory of rank 0 (0 on the CPU backend, whose budget the user gives).
   int64_t device_memory_bytes() const;
   DType kv_dtype() const;      // the latent cache's element type
@@ -61,10 +81,13 @@ class RankGroup {
   void load_ranks(const WeightSource& weights);
   std::vector<std::unique_ptr<Communicator>> make_communicators();
   void stop_workers();
+  void finish_switch();
 
   ModelConfig cfg_;
   GroupOptions opt_;
-  int64_t kv_pages_ = 0;
+  Layout layout_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<SwitchSchedule> pending_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };

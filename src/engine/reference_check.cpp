@@ -84,20 +84,21 @@ ReferenceSet load_reference(const std::string& path) {
   return ref;
 }
 
-int64_t pages_for_reference(const ReferenceSet& ref, int page_size, int layers) {
+int64_t pages_for_reference(const ReferenceSet& ref, const RankGroup& group) {
+  const int page_size = group.options().page_size, layers = group.config().num_hidden_layers;
   int64_t pages = 0;
   for (const auto& p : ref.prompts)
     pages += (static_cast<int64_t>(p.ids.size() + p.greedy.size()) + page_size - 1) / page_size;
-  return pages * layers;
+  return (pages + group.replica_pages_per_layer()) * layers;
 }
 
-std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt) {
+std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt,
+                                             std::vector<std::string>* refused) {
   const ModelConfig& cfg = group.config();
   if (ref.vocab != cfg.vocab_size)
     fail("reference vocabulary {} differs from the model's vocab_size {}", ref.vocab, cfg.vocab_size);
   const int T = group.ranks();
-  const GroupOptions& go = group.options();
-  KvCacheManager kv(T, cfg.num_hidden_layers, go.page_size, group.kv_pages());
+  KvCacheManager& kv = group.kv();
   std::vector<PromptCheck> results(ref.prompts.size());
   std::vector<int64_t> load(static_cast<size_t>(T), 0);
   std::vector<Live> waiting;
@@ -116,7 +117,13 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
   const auto t0 = clock::now();
   auto now = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
   std::vector<Live> live;
-  while (!waiting.empty() || !live.empty()) {
+  for (int64_t step = 0; !waiting.empty() || !live.empty(); ++step) {
+    for (const auto& [at, to] : opt.switches) {
+      if (at != step || to == group.layout()) continue;
+      std::vector<LiveRequest> held;
+      for (const Live& s : live) held.push_back({static_cast<int64_t>(s.prompt), s.owner, s.pos});
+      if (auto why = group.switch_layout(to, held, opt.switch_mode); why && refused) refused->push_back(*why);
+    }
     if (live.empty() || !opt.sequential)
       while (!waiting.empty() && (!opt.sequential || live.empty())) {
         live.push_back(waiting.front());
@@ -124,7 +131,7 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
         waiting.erase(waiting.begin());
       }
     StepPlan plan;
-    plan.layout = go.layout;
+    plan.layout = group.layout();
     plan.form = opt.form;
     plan.all_logits = true;
     plan.kv = &kv;
@@ -171,9 +178,7 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
     }
   }
-  for (int r = 0; r < T; ++r)
-    SPLASH_CHECK(kv.pool(r).free_count() == kv.pool(r).capacity(), "rank {} leaked {} pages", r,
-                 kv.pool(r).used_count());
+  for (int r = 0; r < T; ++r) SPLASH_CHECK(kv.kv_pages_used(r) == 0, "rank {} leaked {} KV pages", r, kv.kv_pages_used(r));
   return results;
 }
 

@@ -13,6 +13,8 @@ struct CheckOptions {
   int64_t prefill_chunk = 0;  // 0: whole prompt in one step
   AttnForm form = AttnForm::Auto;
   bool sequential = false;    // one prompt at a time instead of all together
+  std::vector<std::pair<int64_t, Layout>> switches;  // switch before step N to a layout
+  SwitchMode switch_mode = SwitchMode::Overlapped;
 };
 
 struct PromptCheck {
@@ -38,9 +40,12 @@ struct ReferenceSet {
 };
 ReferenceSet load_reference(const std::string& path);
 
-// Pages per rank that hold every prompt of the set plus its greedy continuation in any layout.
-int64_t pages_for_reference(const ReferenceSet& ref, int page_size, int layers);
+// Pages per rank that hold every prompt of the set plus its greedy continuation in any layout, and
+// the projection replicas of replicated layouts.
+int64_t pages_for_reference(const ReferenceSet& ref, const RankGroup& group);
 
-std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt);
+// Switches that were refused come back as messages (the check goes on in the current layout).
+std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt,
+                                             std::vector<std::string>* refused = nullptr);
 
 }  // namespace splash

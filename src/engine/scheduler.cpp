@@ -44,7 +44,7 @@ int64_t Scheduler::reserved_pages(int rank, const Request& r, int owner) const {
 bool Scheduler::could_ever_fit(int64_t tokens, int owner) const {
   for (int rank = 0; rank < kv_.ranks(); ++rank)
     if (kv_.pages_for_tokens(held_tokens(layout_, rank, kv_.ranks(), owner, tokens)) * kv_.layers() >
-        kv_.pool(rank).capacity())
+        kv_.pool(rank).capacity() - kv_.replica_pages_held(rank))
       return false;
   return true;
 }
@@ -73,7 +73,7 @@ bool Scheduler::admissible(const Request& r, int owner) const {
     }
     int64_t reserved = reserved_pages(rank, r, owner);
     for (const Request* q : running_) reserved += reserved_pages(rank, *q, q->owner);
-    if (reserved > kv_.pool(rank).capacity()) return false;
+    if (reserved > kv_.pool(rank).capacity() - kv_.replica_pages_held(rank)) return false;
   }
   return true;
 }

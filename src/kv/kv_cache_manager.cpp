@@ -8,6 +8,20 @@ KvCacheManager::KvCacheManager(int ranks, int layers, int page_size, int64_t pag
     : layers_(layers), page_size_(page_size), seqs_(static_cast<size_t>(ranks)) {
   SPLASH_CHECK(page_size > 0 && ranks > 0 && layers > 0, "kv cache shape");
   for (int r = 0; r < ranks; ++r) pools_.emplace_back(pages_per_rank);
+  replica_runs_.assign(static_cast<size_t>(ranks), std::vector<int32_t>(static_cast<size_t>(layers), -1));
+}
+
+int64_t KvCacheManager::replica_pages_held(int r) const {
+  int64_t n = 0;
+  for (int32_t run : replica_runs_[r]) n += run >= 0 ? replica_pages_ : 0;
+  return n;
+}
+
+void KvCacheManager::set(int r, int64_t seq, SeqPages pages) {
+  bool empty = true;
+  for (const auto& l : pages.layers) empty = empty && l.empty();
+  if (empty) seqs_[r].erase(seq);
+  else seqs_[r][seq] = std::move(pages);
 }
 
 int64_t KvCacheManager::pages_to_grow(int r, int64_t seq, int owner, int64_t ctx, Layout layout) const {

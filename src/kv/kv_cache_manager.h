@@ -40,6 +40,17 @@ class KvCacheManager {
 
   const SeqPages* find(int r, int64_t seq) const;
   SeqPages* find(int r, int64_t seq);
+  // A layout switch replaces a request's tables on a rank (an empty SeqPages removes them).
+  void set(int r, int64_t seq, SeqPages pages);
+
+  // Projection replicas of replicated layouts live in runs of this many pages, one run per layer.
+  int64_t replica_pages() const { return replica_pages_; }
+  void set_replica_pages(int64_t n) { replica_pages_ = n; }
+  int32_t replica_run(int r, int layer) const { return replica_runs_[r][layer]; }
+  int64_t replica_pages_held(int r) const;
+  // Pages rank r spends on latent KV (everything in use but projection replicas).
+  int64_t kv_pages_used(int r) const { return pools_[r].used_count() - replica_pages_held(r); }
+  void set_replica_run(int r, int layer, int32_t first) { replica_runs_[r][layer] = first; }
   int64_t pages_for_tokens(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
 
  private:
@@ -47,6 +58,8 @@ class KvCacheManager {
   int page_size_;
   std::vector<PagePool> pools_;
   std::vector<std::unordered_map<int64_t, SeqPages>> seqs_;  // per rank
+  int64_t replica_pages_ = 0;
+  std::vector<std::vector<int32_t>> replica_runs_;  // [rank][layer] first page, -1 when sharded
 };
 
 }  // namespace splash

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "layout/mla_attention.h"
+#include "switch/rank_switch.h"
 
 namespace splash {
 namespace {
@@ -71,7 +72,7 @@ Tensor DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const StepRows
   return be.to_host_f32(full);
 }
 
-Tensor DeepseekModel::forward(const StepPlan& plan) {
+Tensor DeepseekModel::forward(const StepPlan& plan, RankSwitch* sw) {
   Backend& be = env_.be;
   const StepRows sr = make_step_rows(plan, env_.rank(), env_.ranks());
   const int64_t N = plan.rows(), d = env_.cfg.hidden_size;
@@ -79,7 +80,13 @@ Tensor DeepseekModel::forward(const StepPlan& plan) {
   Tensor x = be.empty(be.act_dtype(), {N, d}), xn = be.empty(be.act_dtype(), {N, d}),
          y = be.empty(be.act_dtype(), {N, d});
   be.embedding(x, upload_i32(be, plan.tokens), w_.embed);
-  for (int l = 0; l < env_.cfg.num_hidden_layers; ++l) {
+  const int L = env_.cfg.num_hidden_layers;
+  if (sw) sw->transfer_layer(0);  // the one exposed transfer
+  for (int l = 0; l < L; ++l) {
+    if (sw) {
+      sw->wait_layer(l);
+      if (l + 1 < L) sw->transfer_layer(l + 1);  // runs beside layer l's computation
+    }
     const LayerWeights& lw = w_.layers[l];
     be.rms_norm(xn, x, lw.input_norm, eps);
     mla_attention(env_, lw.attn, l, plan, sr, xn, y);

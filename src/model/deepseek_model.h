@@ -8,12 +8,15 @@
 
 namespace splash {
 
+class RankSwitch;
+
 class DeepseekModel {
  public:
   DeepseekModel(RankEnv env, ModelWeights weights) : env_(std::move(env)), w_(std::move(weights)) {}
 
-  // Runs the step; returns host F32 logits [rows with logits, V], identical on every rank.
-  Tensor forward(const StepPlan& plan);
+  // Runs the step; returns host F32 logits [rows with logits, V], identical on every rank. With a
+  // switch under way, each layer's state is supplied one layer ahead of its computation.
+  Tensor forward(const StepPlan& plan, RankSwitch* in_transit = nullptr);
 
   RankEnv& env() { return env_; }
   ModelWeights& weights() { return w_; }

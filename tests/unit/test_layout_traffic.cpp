@@ -26,8 +26,8 @@ StepResult run_step(Layout layout, int T) {
   go.page_size = 4;
   go.count_traffic = true;
   RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(256);
-  KvCacheManager kv(T, src.config.num_hidden_layers, go.page_size, 256);
+  group.allocate_kv(4096);
+  KvCacheManager& kv = group.kv();
   StepPlan plan;
   plan.layout = layout;
   plan.kv = &kv;

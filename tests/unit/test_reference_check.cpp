@@ -37,7 +37,7 @@ TEST_P(ReferenceCheck, MatchesTransformers) {
   go.layout = c.layout;
   go.page_size = c.page_size;
   RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(pages_for_reference(ref, c.page_size, src.config.num_hidden_layers));
+  group.allocate_kv(pages_for_reference(ref, group));
   CheckOptions co{c.chunk, c.form, c.sequential};
   for (const PromptCheck& r : run_reference_check(group, ref, co)) {
     EXPECT_LT(r.max_rel_error, 1e-4) << r.name;

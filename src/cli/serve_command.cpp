@@ -1,0 +1,55 @@
+#include "cli/serve_command.h"
+
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/engine_options.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server/server_options.h"
+#include "server/signal_watcher.h"
+
+namespace splash {
+namespace {
+
+struct ServeFlags {
+  EngineFlags engine;
+  ServerOptions server;
+};
+
+// Tokens of KV the whole group holds: every rank holds a full copy in TP, a share otherwise.
+int64_t group_kv_tokens(Layout l, int ranks, int64_t per_rank) { return l == Layout::TP ? per_rank : per_rank * ranks; }
+
+int run_serve(const ServeFlags& f) {
+  apply_log_level(f.engine.log_level);
+  SignalWatcher signals;  // before the engine starts its rank threads, so they never take the signals
+  ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
+  const std::string name = f.server.served_model_name.empty() ? f.engine.model : f.server.served_model_name;
+  spdlog::info("loading model {} ({})", f.engine.model, src.name);
+  Engine engine(std::move(src), make_engine_options(f.engine));
+  const ModelConfig& cfg = engine.config();
+  const EngineOptions& eo = engine.options();
+  const int64_t pages = engine.kv().pool(0).capacity();
+  const int64_t per_rank = pages / cfg.num_hidden_layers * eo.group.page_size;
+  spdlog::info("model {}: {} layers, {} heads, vocab {}, context {}; tokenizer: {}", f.engine.model,
+               cfg.num_hidden_layers, cfg.num_attention_heads, cfg.vocab_size, cfg.max_position_embeddings,
+               engine.tokenizer() ? "yes" : "none (token ids only)");
+  spdlog::info("{} rank(s), attention layout {}, backend {}", eo.group.ranks, layout_name(eo.group.layout), eo.group.backend);
+  spdlog::info("KV cache: {} pages/rank of {} tokens x 1 layer = {} tokens per rank, {} tokens over the group", pages,
+               eo.group.page_size, per_rank, group_kv_tokens(eo.group.layout, eo.group.ranks, per_rank));
+  return serve_http(engine, f.server, name, signals);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and SGLang-compatible HTTP server");
+  add_engine_flags(*cmd, f->engine);
+  add_serving_flags(*cmd, f->engine);
+  add_server_flags(*cmd, f->server);
+  cmd->callback([f] { throw CLI::RuntimeError(run_serve(*f)); });
+}
+
+}  // namespace splash

@@ -1,0 +1,37 @@
+#pragma once
+// One rank's part of a layout switch. transfer_layer(l) supplies layer l's missing state — projection
+// weights all-gathered into the layer's replica pages or cut down to this rank's shard, latent KV moved
+// with one variable all-to-all (which also serves the all-gather into TP) plus local repacking — and
+// hands the layer over. The model calls it one layer ahead of the computation (start layer l + 1's
+// transfer, compute layer l); on the CPU the calls complete at once, on a GPU they run on the
+// transfer stream and the compute stream waits on the layer's event.
+#include <vector>
+
+#include "model/model_weights.h"
+#include "model/rank_env.h"
+#include "switch/switch_schedule.h"
+
+namespace splash {
+
+class RankSwitch {
+ public:
+  RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule& schedule, int page_size);
+
+  void transfer_layer(int layer);
+  void wait_layer(int layer);  // the compute stream waits until the layer's state has arrived
+  int layers() const { return static_cast<int>(events_.size()); }
+
+ private:
+  void switch_weights(int layer, Stream s);
+  void move_kv(int layer, Stream s);
+  int32_t slot(const std::vector<int32_t>& table, int64_t index) const;
+
+  RankEnv& env_;
+  ModelWeights& weights_;
+  const SwitchSchedule& sched_;
+  int page_size_;
+  RankKvMoves moves_;
+  std::vector<Event> events_;
+};
+
+}  // namespace splash
