@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+python3 -m pip install -q -r tests/server/requirements.txt  # the server tests' client side (PyPI)
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

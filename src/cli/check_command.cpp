@@ -22,6 +22,7 @@ struct CheckFlags {
   int64_t prefill_chunk = 0;
   double tolerance = -1;
   double greedy_margin = 0;
+  double max_outliers = 0;
   bool sequential = false;
 };
 
@@ -60,16 +61,20 @@ int run_check(const CheckFlags& f) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   bool ok = true;
-  fmt::print("{:<6} {:>6} {:>14} {:>10} {:>10}  {}\n", "prompt", "len", "max_rel_err", "greedy", "margin", "status");
+  fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10}  {}\n", "prompt", "len", "max_rel_err", "median_err",
+             "beyond", "greedy", "margin", "status");
   for (const PromptCheck& r : results) {
-    const bool logits_ok = r.max_rel_error <= tol;
+    // Positions beyond the tolerance may be allowed as a fraction (bf16 engines: a near-tied expert
+    // choice can flip at a single position); the median must still be within it.
+    const int64_t beyond = r.positions_beyond(tol);
+    const bool logits_ok = r.median_rel_error() <= tol && beyond <= static_cast<int64_t>(f.max_outliers * r.length);
     const bool greedy_ok = r.greedy_matched == r.greedy_total;
     // A mismatch is tolerated only where the reference itself is nearly tied (bf16 engines).
     const bool tied = r.min_margin >= 0 && r.min_margin < f.greedy_margin;
     const bool pass = logits_ok && (greedy_ok || tied);
     ok = ok && pass;
-    fmt::print("{:<6} {:>6} {:>14.3e} {:>7}/{:<2} {:>10.2e}  {}\n", r.name, r.length, r.max_rel_error,
-               r.greedy_matched, r.greedy_total, r.min_margin,
+    fmt::print("{:<6} {:>6} {:>12.3e} {:>12.3e} {:>9} {:>7}/{:<2} {:>10.2e}  {}\n", r.name, r.length, r.max_rel_error,
+               r.median_rel_error(), fmt::format("{}/{}", beyond, r.length), r.greedy_matched, r.greedy_total, r.min_margin,
                pass ? (greedy_ok ? "ok" : "ok (greedy differs where the reference margin is tiny)")
                     : (!logits_ok ? "FAIL: logits beyond tolerance" : "FAIL: greedy continuation differs"));
   }
@@ -92,6 +97,9 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--greedy-margin", f->greedy_margin,
                   "tolerate greedy mismatches in prompts whose reference margin is below this")
       ->capture_default_str();
+  cmd->add_option("--max-outliers", f->max_outliers,
+                  "fraction of a prompt's positions allowed beyond the tolerance (bf16 routing flips)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--sequential", f->sequential, "run the prompts one at a time instead of batched");
   cmd->callback([f] { throw CLI::RuntimeError(run_check(*f)); });
 }

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
+#include "switch/switch_manifest.h"
 
 namespace splash {
 namespace {
@@ -18,6 +19,7 @@ struct PlanFlags {
   int64_t batch = 16;
   std::string weight_dtype = "bf16";
   std::string kv_dtype = "bf16";
+  int64_t manifest_context = 0;  // print every switch direction's manifest for --batch requests of this context
 };
 
 int64_t elem_bytes(const std::string& s, const char* flag) {
@@ -29,6 +31,26 @@ int64_t elem_bytes(const std::string& s, const char* flag) {
 
 double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
 double gib(int64_t b) { return static_cast<double>(b) / (1 << 30); }
+
+// Per layer, every direction: primitive and MiB received on the busiest rank and over the group,
+// for B balanced requests (owners round-robin) of the given context.
+void print_manifests(const ModelConfig& c, const MemoryInputs& in, const PlanFlags& f) {
+  std::vector<LiveRequest> live;
+  for (int64_t i = 0; i < f.batch; ++i) live.push_back({i, static_cast<int>(i % in.ranks), f.manifest_context});
+  fmt::print("\nswitch manifests, per layer, B={} requests of {} tokens (x{} layers for the whole switch):\n", f.batch,
+             f.manifest_context, c.num_hidden_layers);
+  fmt::print("{:<10} {:<11} {:>12} {:>12}   {:<11} {:>12} {:>12}\n", "direction", "weights", "MiB/rank", "MiB/group",
+             "kv", "MiB/rank", "MiB/group");
+  for (Layout a : kAllLayouts)
+    for (Layout b : kAllLayouts) {
+      if (a == b) continue;
+      const SwitchManifest m = make_switch_manifest(c, a, b, in.ranks, live, in.weight_elem_bytes, in.kv_elem_bytes);
+      const StateMove &w = m.layers[0].weights, &k = m.layers[0].kv;
+      fmt::print("{:<10} {:<11} {:>12.2f} {:>12.2f}   {:<11} {:>12.2f} {:>12.2f}\n",
+                 fmt::format("{}->{}", layout_name(a), layout_name(b)), primitive_name(w.primitive), mib(w.recv_max()),
+                 mib(w.recv_total()), primitive_name(k.primitive), mib(k.recv_max()), mib(k.recv_total()));
+    }
+}
 
 int run_plan(const PlanFlags& f) {
   ModelSource src = open_model(f.model, "dummy");
@@ -66,6 +88,7 @@ int run_plan(const PlanFlags& f) {
     fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
                100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));
   if (fitting.empty()) fail("no layout fits T = {} ranks of {} each", in.ranks, f.mem_per_rank);
+  if (f.manifest_context > 0) print_manifests(c, in, f);
   return 0;
 }
 
@@ -81,6 +104,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--batch", f->batch, "B balanced requests for the longest context")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--weight-dtype", f->weight_dtype, "bf16 | fp8 | f32")->capture_default_str();
   cmd->add_option("--kv-dtype", f->kv_dtype, "bf16 | fp8 | f32")->capture_default_str();
+  cmd->add_option("--manifest-context", f->manifest_context,
+                  "also print every switch direction's per-layer manifest for --batch requests of this context");
   cmd->callback([f] { throw CLI::RuntimeError(run_plan(*f)); });
 }
 

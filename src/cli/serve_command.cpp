@@ -24,9 +24,9 @@ int64_t group_kv_tokens(Layout l, int ranks, int64_t per_rank) { return l == Lay
 int run_serve(const ServeFlags& f) {
   apply_log_level(f.engine.log_level);
   SignalWatcher signals;  // before the engine starts its rank threads, so they never take the signals
+  spdlog::info("loading {}", f.engine.model);
   ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
   const std::string name = f.server.served_model_name.empty() ? f.engine.model : f.server.served_model_name;
-  spdlog::info("loading model {} ({})", f.engine.model, src.name);
   Engine engine(std::move(src), make_engine_options(f.engine));
   const ModelConfig& cfg = engine.config();
   const EngineOptions& eo = engine.options();
@@ -48,6 +48,7 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and SGLang-compatible HTTP server");
   add_engine_flags(*cmd, f->engine);
   add_serving_flags(*cmd, f->engine);
+  add_switch_flags(*cmd, f->engine);
   add_server_flags(*cmd, f->server);
   cmd->callback([f] { throw CLI::RuntimeError(run_serve(*f)); });
 }

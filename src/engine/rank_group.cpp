@@ -79,12 +79,14 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   if (layout_split_error(cfg_, Layout::TP, opt.ranks).empty()) layout_ = Layout::TP;
   dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, w.rank); });
   comms_ = make_communicators();
+  transfer_comms_ = make_communicators();
   if (opt.count_traffic)
     for (auto& c : comms_) c = std::make_unique<CountingCommunicator>(std::move(c));
   dispatch([&](Worker& w) {
     Backend& be = *w.backend;
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
-    RankEnv env{be, *comms_[w.rank], cfg_, make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
+    RankEnv env{be, *comms_[w.rank], *transfer_comms_[w.rank], cfg_,
+                make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
     w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, layout_));
   });
 }

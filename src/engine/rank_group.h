@@ -89,6 +89,7 @@ class RankGroup {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<SwitchSchedule> pending_;
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<Communicator>> transfer_comms_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

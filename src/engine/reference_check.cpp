@@ -48,6 +48,17 @@ struct Live {
 
 }  // namespace
 
+double PromptCheck::median_rel_error() const {
+  if (position_errors.empty()) return 0;
+  std::vector<double> e = position_errors;
+  std::nth_element(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(e.size() / 2), e.end());
+  return e[e.size() / 2];
+}
+
+int64_t PromptCheck::positions_beyond(double tol) const {
+  return std::count_if(position_errors.begin(), position_errors.end(), [&](double e) { return e > tol; });
+}
+
 ReferenceSet load_reference(const std::string& path) {
   auto f = SafetensorsFile::open(path);
   ReferenceSet ref;
@@ -161,7 +172,10 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
       for (int64_t j = 0; j < n; ++j, ++row) {
         const float* got = logits.ptr<float>() + row * V;
         const int64_t pos = s.pos + j;
-        if (pos < L) res.max_rel_error = std::max(res.max_rel_error, rel_error(got, p.logits.data() + pos * V, V));
+        if (pos < L) {
+          res.position_errors.push_back(rel_error(got, p.logits.data() + pos * V, V));
+          res.max_rel_error = std::max(res.max_rel_error, res.position_errors.back());
+        }
         if (pos == L - 1) res.prefill_seconds = now() - s.t_start;
         if (pos >= L - 1) s.generated.push_back(argmax(got, V));
       }

@@ -21,6 +21,9 @@ struct PromptCheck {
   std::string name;
   int64_t length = 0;
   double max_rel_error = 0;   // max over positions of max|logit - ref| / max|ref|
+  std::vector<double> position_errors;  // that error at every prompt position
+  double median_rel_error() const;
+  int64_t positions_beyond(double tol) const;
   int greedy_total = 0;
   int greedy_matched = 0;     // leading tokens equal to the reference
   double min_margin = -1;     // reference greedy margin, when reference.json gives it

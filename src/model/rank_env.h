@@ -10,6 +10,9 @@ namespace splash {
 struct RankEnv {
   Backend& be;
   Communicator& comm;
+  // A second communicator for layout-switch transfers: their collectives run on the transfer stream
+  // beside the computation's, and one NCCL communicator must not serve two streams at once.
+  Communicator& transfer_comm;
   const ModelConfig& cfg;
   RopeTable rope;
   Tensor kv_pool;  // [pages, page_size, C + d_r]

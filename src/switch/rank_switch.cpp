@@ -11,7 +11,8 @@ RankSwitch::RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule
       sched_(schedule),
       page_size_(page_size),
       moves_(kv_moves_for_rank(schedule.from, schedule.to, env.ranks(), env.rank(), schedule.live)),
-      events_(weights.layers.size()) {}
+      events_(weights.layers.size()),
+      in_flight_(weights.layers.size()) {}
 
 int32_t RankSwitch::slot(const std::vector<int32_t>& table, int64_t index) const {
   return table[index / page_size_] * page_size_ + static_cast<int32_t>(index % page_size_);
@@ -26,7 +27,10 @@ void RankSwitch::transfer_layer(int layer) {
   events_[layer] = env_.be.record(s);
 }
 
-void RankSwitch::wait_layer(int layer) { env_.be.wait(env_.be.compute_stream(), events_[layer]); }
+void RankSwitch::wait_layer(int layer) {
+  env_.be.wait(env_.be.compute_stream(), events_[layer]);
+  in_flight_[layer].clear();
+}
 
 void RankSwitch::switch_weights(int layer, Stream s) {
   const ModelConfig& c = env_.cfg;
@@ -50,22 +54,27 @@ void RankSwitch::switch_weights(int layer, Stream s) {
       return t;
     };
     Tensor qb = view(H * dqk, qin), kvb = view(H * dkv, C), ot = view(H * dv, d);
-    env_.comm.all_gather(a.q_b.w, qb, s);
-    env_.comm.all_gather(a.kv_b.w, kvb, s);
-    env_.comm.all_gather(a.o.w, ot, s);
+    in_flight_[layer] = {a.q_b.w, a.kv_b.w, a.o.w};
+    env_.transfer_comm.all_gather(a.q_b.w, qb, s);
+    env_.transfer_comm.all_gather(a.kv_b.w, kvb, s);
+    env_.transfer_comm.all_gather(a.o.w, ot, s);
     a.q_b = Weight{qb};
     a.kv_b = Weight{kvb};
     a.o = Weight{ot, {}, true};
   } else {
-    // Discard: keep this rank's head rows in a shard of its own; the replica's pages are freed.
-    auto shard = [&](const Tensor& full, int64_t per_head) {
-      Tensor t = be.empty(full.dtype(), {to.count() * per_head, full.size(1)});
-      be.copy(t, full.slice(0, to.begin * per_head, to.end * per_head), s);
-      return t;
-    };
-    a.q_b = Weight{shard(a.q_b.w, dqk)};
-    a.kv_b = Weight{shard(a.kv_b.w, dkv)};
-    a.o = Weight{shard(a.o.w, dv), {}, true};
+    // Discard: keep this rank's head rows in a shard of its own; the replica's pages are freed. The
+    // shards come from the compute stream's arena: the transfer stream copies after that.
+    Tensor qb = be.empty(a.q_b.w.dtype(), {to.count() * dqk, a.q_b.w.size(1)});
+    Tensor kvb = be.empty(a.kv_b.w.dtype(), {to.count() * dkv, a.kv_b.w.size(1)});
+    Tensor ot = be.empty(a.o.w.dtype(), {to.count() * dv, a.o.w.size(1)});
+    be.wait(s, be.record(be.compute_stream()));
+    be.copy(qb, a.q_b.w.slice(0, to.begin * dqk, to.end * dqk), s);
+    be.copy(kvb, a.kv_b.w.slice(0, to.begin * dkv, to.end * dkv), s);
+    be.copy(ot, a.o.w.slice(0, to.begin * dv, to.end * dv), s);
+    in_flight_[layer] = {a.q_b.w, a.kv_b.w, a.o.w};
+    a.q_b = Weight{qb};
+    a.kv_b = Weight{kvb};
+    a.o = Weight{ot, {}, true};
   }
   a.heads = to;
 }
@@ -95,10 +104,14 @@ void RankSwitch::move_kv(int layer, Stream s) {
   }
   const Primitive kp = kv_primitive(sched_.from, sched_.to, T);
   if (kp != Primitive::AllGather && kp != Primitive::AllToAll) return;  // the same on every rank
+  // Gathering and storing run on the compute stream, the exchange on the transfer stream: events order them.
   Tensor send = be.empty(env_.kv_pool.dtype(), {static_cast<int64_t>(send_slots.size()), W});
   Tensor recv = be.empty(env_.kv_pool.dtype(), {static_cast<int64_t>(recv_slots.size()), W});
   if (!send_slots.empty()) be.gather_latents(send, env_.kv_pool, upload_i32(be, send_slots));
-  env_.comm.all_to_all_v(send, send_counts, recv, recv_counts, s);
+  be.wait(s, be.record(be.compute_stream()));
+  env_.transfer_comm.all_to_all_v(send, send_counts, recv, recv_counts, s);
+  be.wait(be.compute_stream(), be.record(s));
+  in_flight_[layer].push_back(send);
   if (!recv_slots.empty()) be.store_latents(env_.kv_pool, recv, upload_i32(be, recv_slots));
 }
 

@@ -32,6 +32,9 @@ class RankSwitch {
   int page_size_;
   RankKvMoves moves_;
   std::vector<Event> events_;
+  // Tensors a layer's transfer still reads (old shards, staging buffers): freed only once the compute
+  // stream has waited for that transfer, since the arena frees in compute-stream order.
+  std::vector<std::vector<Tensor>> in_flight_;
 };
 
 }  // namespace splash

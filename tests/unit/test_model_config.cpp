@@ -107,7 +107,7 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
   j["topk_method"] = "magic";
   EXPECT_THAT(error_of(j), HasSubstr("unsupported topk_method 'magic'"));
   j = fixture_json();
-  j["rope_scaling"]["type"] = "longrope";
+  j["rope_scaling"]["rope_type"] = "longrope";
   EXPECT_THAT(error_of(j), HasSubstr("unsupported rope scaling type 'longrope'"));
   j = fixture_json();
   j["n_group"] = 3;

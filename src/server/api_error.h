@@ -1,0 +1,29 @@
+#pragma once
+// The errors HTTP clients see, in OpenAI's shape ({"error": {"message", "type", "param", "code"}}),
+// so the openai client raises its usual exception classes (BadRequestError, NotFoundError, ...).
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace splash {
+
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+  int status;
+  std::string param;  // the offending request field, "" when none
+  std::string code;   // OpenAI's machine-readable code ("model_not_found", ...), "" when none
+};
+
+inline ApiError bad_request(const std::string& message, std::string param = "", std::string code = "") {
+  return ApiError(400, message, std::move(param), std::move(code));
+}
+
+// "invalid_request_error" for 4xx, "server_error" for 5xx (OpenAI's types); empty param/code are null.
+nlohmann::json error_body(int status, const std::string& message, const std::string& param = "",
+                          const std::string& code = "");
+inline nlohmann::json error_body(const ApiError& e) { return error_body(e.status, e.what(), e.param, e.code); }
+
+}  // namespace splash

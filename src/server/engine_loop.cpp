@@ -1,0 +1,284 @@
+#include "server/engine_loop.h"
+
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace splash {
+
+EngineLoop::EngineLoop(Engine& engine, ServerMetrics& metrics) : engine_(engine), metrics_(metrics) { publish(); }
+
+EngineLoop::~EngineLoop() { stop(); }
+
+void EngineLoop::start() {
+  running_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<ResultStream> EngineLoop::submit(std::vector<GenerationJob> jobs) {
+  auto stream = std::make_shared<ResultStream>(jobs.size());
+  std::lock_guard lk(mu_);
+  if (stop_) throw ApiError(503, "the server is shutting down");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string& rid = jobs[i].rid;
+    if (rid.empty()) continue;
+    if (!rids_.try_emplace(rid, stream, static_cast<int>(i)).second) {
+      for (size_t k = 0; k < i; ++k) rids_.erase(jobs[k].rid);
+      throw bad_request(fmt::format("request id '{}' is already in use", rid), "rid");
+    }
+  }
+  submissions_.push_back({std::move(jobs), stream});
+  idle_ = false;
+  cv_.notify_all();
+  return stream;
+}
+
+void EngineLoop::cancel(const std::shared_ptr<ResultStream>& stream) {
+  std::lock_guard lk(mu_);
+  cancels_.push_back({stream, -1});
+  cv_.notify_all();
+}
+
+bool EngineLoop::abort_rid(const std::string& rid) {
+  std::lock_guard lk(mu_);
+  auto it = rids_.find(rid);
+  if (it == rids_.end()) return false;
+  std::shared_ptr<ResultStream> s = it->second.first.lock();
+  if (!s) return false;
+  cancels_.push_back({std::move(s), it->second.second});
+  cv_.notify_all();
+  return true;
+}
+
+void EngineLoop::abort_all() {
+  std::lock_guard lk(mu_);
+  abort_all_ = true;
+  cv_.notify_all();
+}
+
+bool EngineLoop::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  return idle_cv_.wait_for(lk, timeout, [&] { return idle_; });
+}
+
+EngineSnapshot EngineLoop::snapshot() const {
+  std::lock_guard lk(snapshot_mu_);
+  return snapshot_;
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    std::deque<Submission> subs;
+    std::vector<Cancel> cancels;
+    bool abort_everything = false, stopping = false;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] {
+        return stop_ || abort_all_ || !submissions_.empty() || !cancels_.empty() || engine_.has_work();
+      });
+      subs.swap(submissions_);
+      cancels.swap(cancels_);
+      abort_everything = std::exchange(abort_all_, false) || stop_;
+      stopping = stop_;
+    }
+    for (Submission& s : subs) {
+      if (stopping) {
+        std::lock_guard lk(mu_);
+        for (const GenerationJob& j : s.jobs) rids_.erase(j.rid);
+        s.stream->reject(503, "the server is shutting down");
+      } else {
+        admit(s);
+      }
+    }
+    for (const Cancel& c : cancels) apply_cancel(c);
+    if (abort_everything) apply_cancel({nullptr, -1});
+    if (!stopping && engine_.has_work()) {
+      try {
+        deliver(engine_.step());
+      } catch (const std::exception& e) {
+        // The step's state is unknown: fail what runs, keep serving new requests.
+        spdlog::error("engine step failed: {}", e.what());
+        fail_all(e.what());
+      }
+    }
+    publish();
+    {
+      std::lock_guard lk(mu_);
+      idle_ = live_.empty() && submissions_.empty();
+      if (idle_) idle_cv_.notify_all();
+    }
+    if (stopping) break;
+  }
+  running_ = false;
+}
+
+int EngineLoop::max_tokens_that_fit(int64_t prompt_tokens) {
+  // The largest m with prompt + m within the context and the KV capacity of one request; 1 when
+  // nothing fits, so the engine rejects the request with its own reason.
+  int64_t lo = 1, hi = engine_.config().max_position_embeddings - prompt_tokens;
+  if (hi < 1 || !engine_.scheduler().could_ever_fit(prompt_tokens + 1, 0)) return 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (engine_.scheduler().could_ever_fit(prompt_tokens + mid, 0)) lo = mid;
+    else hi = mid - 1;
+  }
+  return static_cast<int>(lo);
+}
+
+void EngineLoop::admit(Submission& s) {
+  std::vector<int64_t> ids;
+  std::string error;
+  for (GenerationJob& job : s.jobs) {
+    try {
+      if (job.fit_max_tokens) job.params.max_tokens = max_tokens_that_fit(static_cast<int64_t>(job.prompt.size()));
+      const int64_t id = engine_.add(job.prompt, job.params);
+      ids.push_back(id);
+      if (engine_.request(id).finished()) {
+        error = engine_.request(id).error;
+        break;
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      break;
+    }
+  }
+  if (!error.empty()) {
+    // A request is admitted whole or not at all: drop the choices already queued.
+    for (int64_t id : ids) {
+      engine_.abort(id);
+      engine_.release(id);
+    }
+    {
+      std::lock_guard lk(mu_);
+      for (const GenerationJob& j : s.jobs) rids_.erase(j.rid);
+    }
+    s.stream->reject(400, error);
+    return;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    live_[ids[i]] = Live{s.stream, static_cast<int>(i), s.jobs[i].rid};
+    metrics_.record_admitted(static_cast<int64_t>(s.jobs[i].prompt.size()));
+    spdlog::debug("request {}: {} prompt tokens, max_tokens {}", s.jobs[i].rid, s.jobs[i].prompt.size(),
+                  s.jobs[i].params.max_tokens);
+  }
+  s.stream->admit();
+}
+
+void EngineLoop::apply_cancel(const Cancel& c) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, l] : live_)
+    if ((!c.stream || l.stream == c.stream) && (c.index < 0 || l.index == c.index)) ids.push_back(id);
+  for (int64_t id : ids) {
+    engine_.abort(id);
+    TokenDelta d;
+    d.finish = FinishReason::Abort;
+    finish(id, std::move(d));
+  }
+}
+
+void EngineLoop::deliver(const std::vector<RequestOutput>& outputs) {
+  const double now = engine_.now();
+  for (const RequestOutput& o : outputs) {
+    auto it = live_.find(o.id);
+    if (it == live_.end()) continue;
+    Live& l = it->second;
+    const Request& r = engine_.request(o.id);
+    TokenDelta d;
+    d.tokens = o.tokens;
+    d.text = o.text;
+    const size_t k = o.tokens.size();
+    if (r.params.logprobs >= 0 && r.logprobs.size() >= k) d.logprobs.assign(r.logprobs.end() - k, r.logprobs.end());
+    if (r.params.logprobs > 0 && r.top_logprobs.size() >= k) d.top.assign(r.top_logprobs.end() - k, r.top_logprobs.end());
+    if (k > 0) {
+      if (l.last_token < 0) metrics_.observe_ttft(r.first_token - r.arrival);
+      else metrics_.observe_itl(now - l.last_token);
+      l.last_token = now;
+      metrics_.record_generated(static_cast<int64_t>(k));
+    }
+    if (o.finished) {
+      d.finish = r.finish;
+      d.error = r.error;
+      finish(o.id, std::move(d));
+    } else {
+      d.index = l.index;
+      l.stream->push(std::move(d));
+    }
+  }
+}
+
+void EngineLoop::fail_all(const std::string& why) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, l] : live_) ids.push_back(id);
+  for (int64_t id : ids) {
+    try {
+      engine_.abort(id);
+    } catch (const std::exception& e) {
+      spdlog::error("aborting request {} after a failed step: {}", id, e.what());
+    }
+    TokenDelta d;
+    d.finish = FinishReason::Error;
+    d.error = "internal error: " + why;
+    finish(id, std::move(d));
+  }
+}
+
+void EngineLoop::finish(int64_t id, TokenDelta d) {
+  auto it = live_.find(id);
+  Live l = std::move(it->second);
+  live_.erase(it);
+  const Request& r = engine_.request(id);
+  d.index = l.index;
+  d.latency_s = (r.finished_at >= 0 ? r.finished_at : engine_.now()) - r.arrival;
+  metrics_.record_finished(d.finish);
+  spdlog::debug("request {}: {} after {} tokens, {:.3f} s", l.rid, finish_reason_name(d.finish), r.output.size(),
+                d.latency_s);
+  {
+    std::lock_guard lk(mu_);
+    rids_.erase(l.rid);
+  }
+  engine_.release(id);
+  l.stream->push(std::move(d));
+}
+
+void EngineLoop::publish() {
+  Scheduler& sched = engine_.scheduler();
+  KvCacheManager& kv = engine_.kv();
+  EngineSnapshot s;
+  s.layout = engine_.layout();
+  s.running = static_cast<int64_t>(sched.running());
+  s.waiting = static_cast<int64_t>(sched.waiting());
+  s.preemptions = sched.preemptions();
+  s.page_size = kv.page_size();
+  s.layers = kv.layers();
+  s.ranks.resize(static_cast<size_t>(kv.ranks()));
+  for (int r = 0; r < kv.ranks(); ++r)
+    s.ranks[r] = {kv.pool(r).capacity(), kv.pool(r).used_count(), kv.pool(r).free_count(), {}};
+  for (const Request* q : sched.running_requests()) {
+    if (q->owner < 0 || q->owner >= kv.ranks()) continue;
+    auto it = live_.find(q->id);
+    s.ranks[q->owner].owned.push_back(it != live_.end() ? it->second.rid : std::to_string(q->id));
+  }
+  // A switch still in transit finishes timing with the step that carries it: report it after.
+  const std::vector<SwitchRecord>& sw = engine_.switches();
+  const size_t complete = sw.size() - (engine_.group().switch_in_transit() ? 1 : 0);
+  for (; switches_seen_ < complete; ++switches_seen_) metrics_.record_switch(sw[switches_seen_]);
+  constexpr size_t kHistory = 64;
+  s.switches.assign(sw.begin() + static_cast<std::ptrdiff_t>(complete > kHistory ? complete - kHistory : 0),
+                    sw.begin() + static_cast<std::ptrdiff_t>(complete));
+  std::lock_guard lk(snapshot_mu_);
+  snapshot_ = std::move(s);
+}
+
+}  // namespace splash

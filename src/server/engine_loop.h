@@ -1,0 +1,101 @@
+#pragma once
+// The one thread that drives the Engine (which is single-threaded). HTTP handlers submit jobs and
+// cancellations under a mutex; the loop admits them, steps the engine while there is work, and
+// delivers each step's tokens to the requests' ResultStreams. Nothing else touches the Engine.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/engine_snapshot.h"
+#include "server/metrics.h"
+#include "server/result_stream.h"
+
+namespace splash {
+
+// One engine request: a prompt and its sampling settings.
+struct GenerationJob {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  // No max_tokens given: use what the context and the group's KV capacity leave (vLLM's default).
+  bool fit_max_tokens = false;
+  std::string rid;  // the id /abort_request and /layout use; unique among live requests
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(Engine& engine, ServerMetrics& metrics);
+  ~EngineLoop();
+
+  void start();
+  // Aborts what runs, rejects what waits (503) and joins the thread.
+  void stop();
+  bool running() const { return running_.load(); }
+
+  // Queues the jobs as one request (admitted or rejected together). ApiError 503 when stopped,
+  // 400 when an rid is already live.
+  std::shared_ptr<ResultStream> submit(std::vector<GenerationJob> jobs);
+  // Aborts every choice of the stream that has not finished (its client went away).
+  void cancel(const std::shared_ptr<ResultStream>& stream);
+  // Aborts the request with this rid; false when none is live.
+  bool abort_rid(const std::string& rid);
+  void abort_all();
+  // Waits until nothing is queued or running; false on timeout.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  EngineSnapshot snapshot() const;
+
+ private:
+  struct Submission {
+    std::vector<GenerationJob> jobs;
+    std::shared_ptr<ResultStream> stream;
+  };
+  struct Cancel {
+    std::shared_ptr<ResultStream> stream;
+    int index = -1;  // -1: every choice
+  };
+  struct Live {
+    std::shared_ptr<ResultStream> stream;
+    int index = 0;
+    std::string rid;
+    double last_token = -1;  // engine clock of the last delivered token
+  };
+
+  void run();
+  void admit(Submission& s);
+  int max_tokens_that_fit(int64_t prompt_tokens);
+  void apply_cancel(const Cancel& c);
+  void deliver(const std::vector<RequestOutput>& outputs);
+  void fail_all(const std::string& why);
+  void finish(int64_t id, TokenDelta d);  // delivers the last delta and forgets the request
+  void publish();
+
+  Engine& engine_;
+  ServerMetrics& metrics_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+
+  // Shared with handler threads, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  bool stop_ = false, abort_all_ = false, idle_ = true;
+  std::deque<Submission> submissions_;
+  std::vector<Cancel> cancels_;
+  std::unordered_map<std::string, std::pair<std::weak_ptr<ResultStream>, int>> rids_;
+
+  // Engine thread only.
+  std::unordered_map<int64_t, Live> live_;  // by engine request id
+  size_t switches_seen_ = 0;  // engine switch records already reported
+
+  mutable std::mutex snapshot_mu_;
+  EngineSnapshot snapshot_;
+};
+
+}  // namespace splash

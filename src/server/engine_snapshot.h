@@ -1,0 +1,27 @@
+#pragma once
+// The engine's state as the HTTP side may see it: copied by the engine thread after every
+// iteration, read by /metrics and /layout without touching the Engine.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "layout/layout.h"
+
+namespace splash {
+
+struct RankSnapshot {
+  int64_t pages_capacity = 0, pages_used = 0, pages_free = 0;
+  std::vector<std::string> owned;  // request ids (rid) of the running requests this rank owns
+};
+
+struct EngineSnapshot {
+  Layout layout = Layout::TP;
+  int64_t running = 0, waiting = 0;
+  int64_t preemptions = 0;
+  int page_size = 0, layers = 0;
+  std::vector<RankSnapshot> ranks;
+  std::vector<SwitchRecord> switches;  // the most recent ones, oldest first
+};
+
+}  // namespace splash

@@ -1,0 +1,37 @@
+#pragma once
+// Server metrics for Prometheus: counters and latency histograms fed by the engine thread, plus
+// the engine snapshot's gauges, rendered by GET /metrics. Names follow vLLM's where they overlap.
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "engine/engine.h"
+#include "server/engine_snapshot.h"
+#include "server/prometheus.h"
+
+namespace splash {
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  void record_admitted(int64_t prompt_tokens);
+  void record_generated(int64_t tokens);
+  void observe_ttft(double seconds);
+  void observe_itl(double seconds);
+  void record_finished(FinishReason why);
+  // A completed or refused layout switch, as the engine logs it.
+  void record_switch(const SwitchRecord& r);
+
+  std::string render(const EngineSnapshot& s) const;
+
+ private:
+  mutable std::mutex mu_;
+  int64_t requests_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::map<FinishReason, int64_t> finished_;
+  std::map<std::pair<Layout, Layout>, int64_t> switches_, refusals_;
+  Histogram ttft_, itl_, switch_seconds_;
+};
+
+}  // namespace splash
