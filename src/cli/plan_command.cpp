@@ -87,8 +87,8 @@ int run_plan(const PlanFlags& f) {
   if (dp_capacity > 0 && dop_capacity > 0)
     fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
                100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));
+  if (f.manifest_context > 0) print_manifests(c, in, f);  // volumes do not depend on the memory
   if (fitting.empty()) fail("no layout fits T = {} ranks of {} each", in.ranks, f.mem_per_rank);
-  if (f.manifest_context > 0) print_manifests(c, in, f);
   return 0;
 }
 

@@ -42,8 +42,17 @@ Engine::Engine(ModelSource model, EngineOptions opt)
 }
 
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
+  // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
+  // once its backend exists.
+  if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
+    const KvSizing sz = backend_dtypes(opt.group.backend);
+    const int64_t pages = size_kv_pages(model.config, opt, sz);
+    auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
+    group->allocate_kv(pages);
+    return group;
+  }
   auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
-  group->allocate_kv(size_kv_pages(model.config, opt, *group));
+  group->allocate_kv(size_kv_pages(model.config, opt, {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes()}));
   return group;
 }
 
@@ -113,21 +122,22 @@ void Engine::log_switch(const SwitchRecord& r) const {
                primitive_name(r.kv), r.kv_bytes / 1048576.0, r.seconds * 1e3);
 }
 
-int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const RankGroup& group) {
+int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sz) {
   if (opt.kv_pages > 0) return opt.kv_pages;
-  const DType kv_dtype = group.kv_dtype();
   MemoryInputs in;
   in.ranks = opt.group.ranks;
   // Where the heads split, the pool also holds the projection replicas of replicated layouts: size it
   // with sharded projections outside it.
   const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
-  in.weight_elem_bytes = static_cast<int64_t>(dtype_size(group.weight_dtype()));
-  in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : group.device_memory_bytes();
+  in.weight_elem_bytes = static_cast<int64_t>(dtype_size(sz.weight_dtype));
+  in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : sz.device_memory;
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
-  in.kv_elem_bytes = static_cast<int64_t>(dtype_size(kv_dtype));
-  const LayoutMemory m = plan_layout(cfg, sizing, in);
-  if (!m.fits) fail("layout {} does not fit: {}", layout_name(opt.group.layout), m.why_not);
+  in.kv_elem_bytes = static_cast<int64_t>(dtype_size(sz.kv_dtype));
+  const LayoutMemory m = plan_layout(cfg, sizing, in), wanted = plan_layout(cfg, opt.group.layout, in);
+  if (!wanted.fits || !m.fits)
+    fail("layout {} does not fit: {} (layouts that fit: {})", layout_name(opt.group.layout),
+         wanted.fits ? m.why_not : wanted.why_not, fitting_layouts(cfg, in));
   const int64_t pages = kv_pages_per_rank(cfg, m, opt.group.page_size, in.kv_elem_bytes);
   if (pages < cfg.num_hidden_layers)
     fail("the memory per rank leaves room for {} KV pages, fewer than one page per layer", pages);

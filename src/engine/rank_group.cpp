@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
 #include "model/rope_table.h"
@@ -39,6 +40,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int rank) {
 #else
   fail("unknown or unavailable backend '{}' (this build has: cpu)", name);
 #endif
+}
+
+KvSizing backend_dtypes(const std::string& name) {
+  if (name == "cpu") return {DType::F32, DType::F32, 0};  // the f32 reference
+  if (name == "cuda") return {DType::BF16, DType::BF16, 0};
+  fail("unknown backend '{}'", name);
 }
 
 RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)

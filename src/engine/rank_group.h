@@ -31,6 +31,9 @@ struct GroupOptions {
 
 // Makes a backend by name ("cpu"; "cuda" where built), for rank `rank`.
 std::unique_ptr<Backend> make_backend(const std::string& name, int rank);
+// A backend's weight and KV element types, known without making one (to plan memory before loading).
+struct KvSizing;
+KvSizing backend_dtypes(const std::string& name);
 
 class RankGroup {
  public:

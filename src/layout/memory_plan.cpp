@@ -71,10 +71,19 @@ int64_t kv_pages_per_rank(const ModelConfig& c, const LayoutMemory& m, int page_
 }
 
 std::string layout_split_error(const ModelConfig& c, Layout layout, int T) {
-  if (projections_sharded(layout) && c.num_attention_heads % T)
-    return fmt::format("{} shards the {} attention heads by head, and T = {} does not divide them",
-                       layout_name(layout), c.num_attention_heads, T);
-  return {};
+  if (!projections_sharded(layout) || c.num_attention_heads % T == 0) return {};
+  std::string fit;
+  for (Layout l : kAllLayouts)
+    if (!projections_sharded(l)) fit += (fit.empty() ? "" : ", ") + std::string(layout_name(l));
+  return fmt::format("{} shards the {} attention heads by head, and T = {} does not divide them (layouts that run at "
+                     "T = {}: {})", layout_name(layout), c.num_attention_heads, T, T, fit);
+}
+
+std::string fitting_layouts(const ModelConfig& c, const MemoryInputs& in) {
+  std::string fit;
+  for (Layout l : kAllLayouts)
+    if (plan_layout(c, l, in).fits) fit += (fit.empty() ? "" : ", ") + std::string(layout_name(l));
+  return fit.empty() ? "none" : fit;
 }
 
 }  // namespace splash

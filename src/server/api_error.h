@@ -10,20 +10,22 @@ namespace splash {
 
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, const std::string& message, std::string param = "", std::string code = "")
-      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+  ApiError(int status, const std::string& message, std::string param = "", std::string code = "", std::string type = "")
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)), type(std::move(type)) {}
   int status;
   std::string param;  // the offending request field, "" when none
   std::string code;   // OpenAI's machine-readable code ("model_not_found", ...), "" when none
+  std::string type;   // the error's type when the status's default does not say enough ("switch_refused")
 };
 
 inline ApiError bad_request(const std::string& message, std::string param = "", std::string code = "") {
   return ApiError(400, message, std::move(param), std::move(code));
 }
 
-// "invalid_request_error" for 4xx, "server_error" for 5xx (OpenAI's types); empty param/code are null.
+// Type "invalid_request_error" for 4xx, "server_error" for 5xx (OpenAI's) unless `type` is given;
+// empty param/code are null.
 nlohmann::json error_body(int status, const std::string& message, const std::string& param = "",
-                          const std::string& code = "");
-inline nlohmann::json error_body(const ApiError& e) { return error_body(e.status, e.what(), e.param, e.code); }
+                          const std::string& code = "", const std::string& type = "");
+inline nlohmann::json error_body(const ApiError& e) { return error_body(e.status, e.what(), e.param, e.code, e.type); }
 
 }  // namespace splash

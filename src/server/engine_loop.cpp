@@ -68,6 +68,18 @@ void EngineLoop::abort_all() {
   cv_.notify_all();
 }
 
+LayoutSwitchOutcome EngineLoop::switch_layout(Layout to) {
+  std::future<LayoutSwitchOutcome> outcome;
+  {
+    std::lock_guard lk(mu_);
+    if (stop_) throw ApiError(503, "the server is shutting down");
+    layout_commands_.push_back({to, {}});
+    outcome = layout_commands_.back().outcome.get_future();
+  }
+  cv_.notify_all();
+  return outcome.get();
+}
+
 bool EngineLoop::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
   return idle_cv_.wait_for(lk, timeout, [&] { return idle_; });
@@ -82,14 +94,17 @@ void EngineLoop::run() {
   for (;;) {
     std::deque<Submission> subs;
     std::vector<Cancel> cancels;
+    std::deque<LayoutCommand> layouts;
     bool abort_everything = false, stopping = false;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] {
-        return stop_ || abort_all_ || !submissions_.empty() || !cancels_.empty() || engine_.has_work();
+        return stop_ || abort_all_ || !submissions_.empty() || !cancels_.empty() || !layout_commands_.empty() ||
+               engine_.has_work();
       });
       subs.swap(submissions_);
       cancels.swap(cancels_);
+      layouts.swap(layout_commands_);
       abort_everything = std::exchange(abort_all_, false) || stop_;
       stopping = stop_;
     }
@@ -104,15 +119,11 @@ void EngineLoop::run() {
     }
     for (const Cancel& c : cancels) apply_cancel(c);
     if (abort_everything) apply_cancel({nullptr, -1});
-    if (!stopping && engine_.has_work()) {
-      try {
-        deliver(engine_.step());
-      } catch (const std::exception& e) {
-        // The step's state is unknown: fail what runs, keep serving new requests.
-        spdlog::error("engine step failed: {}", e.what());
-        fail_all(e.what());
-      }
+    for (LayoutCommand& c : layouts) {
+      if (stopping) c.outcome.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down")));
+      else apply_layout(c);
     }
+    if (!stopping && engine_.has_work()) step();
     publish();
     {
       std::lock_guard lk(mu_);
@@ -122,6 +133,43 @@ void EngineLoop::run() {
     if (stopping) break;
   }
   running_ = false;
+}
+
+void EngineLoop::step() {
+  try {
+    deliver(engine_.step());
+  } catch (const std::exception& e) {
+    // The step's state is unknown: fail what runs, keep serving new requests.
+    spdlog::error("engine step failed: {}", e.what());
+    fail_all(e.what());
+  }
+}
+
+void EngineLoop::apply_layout(LayoutCommand& c) {
+  try {
+    LayoutSwitchOutcome o = switch_now(c.to);
+    publish();  // the client may read /layout or /metrics as soon as it has the answer
+    c.outcome.set_value(std::move(o));
+  } catch (...) {
+    c.outcome.set_exception(std::current_exception());
+  }
+}
+
+LayoutSwitchOutcome EngineLoop::switch_now(Layout to) {
+  LayoutSwitchOutcome o;
+  o.previous = o.layout = engine_.layout();
+  if (to == o.previous) return o;
+  if (std::optional<std::string> why = engine_.switch_layout(to)) {
+    o.refused = std::move(*why);
+    return o;
+  }
+  const size_t record = engine_.switches().size() - 1;
+  // The transfers ride on the next step; run it now, even with nothing to compute, so the switch
+  // completes before the answer (and before the next command, since only one can be in transit).
+  step();
+  o.layout = engine_.layout();
+  o.done = engine_.switches()[record];
+  return o;
 }
 
 int EngineLoop::max_tokens_that_fit(int64_t prompt_tokens) {

@@ -1,13 +1,16 @@
 #pragma once
-// The one thread that drives the Engine (which is single-threaded). HTTP handlers submit jobs and
-// cancellations under a mutex; the loop admits them, steps the engine while there is work, and
-// delivers each step's tokens to the requests' ResultStreams. Nothing else touches the Engine.
+// The one thread that drives the Engine (which is single-threaded). HTTP handlers submit jobs,
+// cancellations and layout switches under a mutex; the loop applies them between steps, steps the
+// engine while there is work, and delivers each step's tokens to the requests' ResultStreams.
+// Nothing else touches the Engine.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +32,14 @@ struct GenerationJob {
   std::string rid;  // the id /abort_request and /layout use; unique among live requests
 };
 
+// What a forced layout switch did.
+struct LayoutSwitchOutcome {
+  Layout previous = Layout::TP;
+  Layout layout = Layout::TP;        // after the command
+  std::optional<SwitchRecord> done;  // the switch, timed through the step that carried its transfers
+  std::string refused;               // the engine's reason; it serves on in `previous`
+};
+
 class EngineLoop {
  public:
   EngineLoop(Engine& engine, ServerMetrics& metrics);
@@ -47,6 +58,10 @@ class EngineLoop {
   // Aborts the request with this rid; false when none is live.
   bool abort_rid(const std::string& rid);
   void abort_all();
+  // Switches the attention layout between two engine steps and waits for the outcome. The answer
+  // comes after the step that carries the transfers, so /layout and /metrics already show the
+  // switch. Nothing happens when already in `to`. ApiError 503 when stopped.
+  LayoutSwitchOutcome switch_layout(Layout to);
   // Waits until nothing is queued or running; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);
 
@@ -61,6 +76,10 @@ class EngineLoop {
     std::shared_ptr<ResultStream> stream;
     int index = -1;  // -1: every choice
   };
+  struct LayoutCommand {
+    Layout to = Layout::TP;
+    std::promise<LayoutSwitchOutcome> outcome;
+  };
   struct Live {
     std::shared_ptr<ResultStream> stream;
     int index = 0;
@@ -72,6 +91,9 @@ class EngineLoop {
   void admit(Submission& s);
   int max_tokens_that_fit(int64_t prompt_tokens);
   void apply_cancel(const Cancel& c);
+  void apply_layout(LayoutCommand& c);
+  LayoutSwitchOutcome switch_now(Layout to);
+  void step();
   void deliver(const std::vector<RequestOutput>& outputs);
   void fail_all(const std::string& why);
   void finish(int64_t id, TokenDelta d);  // delivers the last delta and forgets the request
@@ -88,6 +110,7 @@ class EngineLoop {
   bool stop_ = false, abort_all_ = false, idle_ = true;
   std::deque<Submission> submissions_;
   std::vector<Cancel> cancels_;
+  std::deque<LayoutCommand> layout_commands_;
   std::unordered_map<std::string, std::pair<std::weak_ptr<ResultStream>, int>> rids_;
 
   // Engine thread only.

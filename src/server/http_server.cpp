@@ -111,6 +111,7 @@ int serve_http(Engine& engine, const ServerOptions& opt, const std::string& mode
   add_sglang_routes(server, ctx);
   add_tokenize_routes(server, ctx);
   add_admin_routes(server, ctx);
+  add_layout_routes(server, ctx);
   if (!server.bind_to_port(opt.host, opt.port))
     fail("cannot listen on {}:{} (is the port in use, or the address not local?)", opt.host, opt.port);
 

@@ -12,7 +12,9 @@ void add_openai_routes(httplib::Server& s, ServerContext& ctx);
 void add_sglang_routes(httplib::Server& s, ServerContext& ctx);
 // /tokenize, /detokenize.
 void add_tokenize_routes(httplib::Server& s, ServerContext& ctx);
-// /health, /metrics, /layout.
+// /health, /metrics.
 void add_admin_routes(httplib::Server& s, ServerContext& ctx);
+// GET /layout (the layout, owners, pages, switch history) and POST /layout (force a switch).
+void add_layout_routes(httplib::Server& s, ServerContext& ctx);
 
 }  // namespace splash
