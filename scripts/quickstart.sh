@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-./build/splash generate --model builtin:tiny --ranks 4 --attn-layout tp --demo 24 --output /dev/null "$@"
+./build/splash generate --model builtin:tiny --ranks 4 --attn-layout tp --demo 24 --output /dev/null \
+  --switch 'step=4:dop,step=10:dp,step=16:cp,step=24:tp' "$@"
