@@ -156,10 +156,6 @@ void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
   if (first) std::rethrow_exception(first);
 }
 
-void RankGroup::on_each_rank(const std::function<void(int, DeepseekModel&)>& fn) {
-  dispatch([&](Worker& w) { fn(w.rank, *w.model); });
-}
-
 void RankGroup::allocate_kv(int64_t pages) {
   SPLASH_CHECK(!pending_, "allocate_kv during a switch");
   dispatch([&](Worker& w) {

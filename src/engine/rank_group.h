@@ -74,8 +74,6 @@ class RankGroup {
 
   // Runs the step on every rank in lockstep; returns rank 0's logits (all ranks agree).
   Tensor run(const StepPlan& plan);
-  // Runs fn on every rank's thread at once and waits; the first exception is rethrown.
-  void on_each_rank(const std::function<void(int rank, DeepseekModel&)>& fn);
 
  private:
   struct Worker;
