@@ -12,6 +12,9 @@ struct Dims {
         dqk(c.qk_head_dim()), W(c.latent_dim()), H(c.num_attention_heads) {}
 };
 
+// [R, heads, width] -> [R, heads * width]; explicit sizes, since a step may have no rows.
+Tensor heads_flat(Tensor t) { return t.reshape({t.size(0), t.size(1) * t.size(2)}); }
+
 Tensor gather(Backend& be, Tensor x2d, const std::vector<int32_t>& rows) {
   Tensor out = be.empty(x2d.dtype(), {static_cast<int64_t>(rows.size()), x2d.size(1)});
   if (!rows.empty()) be.gather_rows(out, x2d, upload_i32(be, rows));
@@ -163,7 +166,7 @@ void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   store_new_latents(env, w, layer, plan, sr, x, pos);
   Tensor q = project_q(env, w, x, pos);
   auto [o, lse] = attend_local(env, w, layer, plan, sr, rows, q);
-  env.be.linear(out, o.reshape({x.size(0), -1}), w.o);
+  env.be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
 }
 
@@ -181,7 +184,7 @@ void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const Step
     store_owned_latents(env, w, layer, plan, sr, xr, pos, mine);
     Tensor q = project_q(env, w, xr, pos);
     auto [o, lse] = attend_local(env, w, layer, plan, sr, mine, q);
-    be.linear(partial, o.reshape({R, -1}), w.o);
+    be.linear(partial, heads_flat(o), w.o);
   }
   std::vector<int64_t> counts;
   std::vector<int32_t> order;
@@ -211,7 +214,7 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   env.comm.all_gather(lse, lses);
   Tensor merged = be.empty(be.act_dtype(), {N, D.H, D.dv});
   be.merge_attention(merged, parts, lses);
-  be.linear(out, merged.reshape({N, -1}), w.o);
+  be.linear(out, heads_flat(merged), w.o);
 }
 
 // DOP: q on this rank's heads for all rows; an all-to-all brings each owner its rows for all heads,
@@ -256,7 +259,7 @@ void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   Tensor z = be.empty(be.act_dtype(), {N, Hh * D.C});
   scatter(be, z, z_recv, by_owner);
   Tensor o = unabsorb(env, w, z.reshape({N, Hh, D.C}));
-  be.linear(out, o.reshape({N, -1}), w.o);
+  be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
 }
 

@@ -123,7 +123,8 @@ void EngineLoop::run() {
       if (stopping) c.outcome.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down")));
       else apply_layout(c);
     }
-    if (!stopping && engine_.has_work()) step();
+    // A switch in transit rides on the next step; with nothing running that step only transfers.
+    if (!stopping && (engine_.has_work() || engine_.group().switch_in_transit())) step();
     publish();
     {
       std::lock_guard lk(mu_);
@@ -148,7 +149,7 @@ void EngineLoop::step() {
 void EngineLoop::apply_layout(LayoutCommand& c) {
   try {
     LayoutSwitchOutcome o = switch_now(c.to);
-    publish();  // the client may read /layout or /metrics as soon as it has the answer
+    publish();  // the client may read /layout as soon as it has the answer
     c.outcome.set_value(std::move(o));
   } catch (...) {
     c.outcome.set_exception(std::current_exception());
@@ -156,6 +157,9 @@ void EngineLoop::apply_layout(LayoutCommand& c) {
 }
 
 LayoutSwitchOutcome EngineLoop::switch_now(Layout to) {
+  // Only one switch can be in transit: the step that carries the previous one comes first (on an idle
+  // engine it only transfers), so back-to-back commands are not refused.
+  if (engine_.group().switch_in_transit()) step();
   LayoutSwitchOutcome o;
   o.previous = o.layout = engine_.layout();
   if (to == o.previous) return o;
@@ -163,12 +167,8 @@ LayoutSwitchOutcome EngineLoop::switch_now(Layout to) {
     o.refused = std::move(*why);
     return o;
   }
-  const size_t record = engine_.switches().size() - 1;
-  // The transfers ride on the next step; run it now, even with nothing to compute, so the switch
-  // completes before the answer (and before the next command, since only one can be in transit).
-  step();
   o.layout = engine_.layout();
-  o.done = engine_.switches()[record];
+  o.started = engine_.switches().back();
   return o;
 }
 
@@ -312,7 +312,7 @@ void EngineLoop::publish() {
   s.layers = kv.layers();
   s.ranks.resize(static_cast<size_t>(kv.ranks()));
   for (int r = 0; r < kv.ranks(); ++r)
-    s.ranks[r] = {kv.pool(r).capacity(), kv.pool(r).used_count(), kv.pool(r).free_count(), {}};
+    s.ranks[r] = {kv.pool(r).capacity(), kv.kv_pages_used(r), kv.pool(r).free_count(), {}};
   for (const Request* q : sched.running_requests()) {
     if (q->owner < 0 || q->owner >= kv.ranks()) continue;
     auto it = live_.find(q->id);

@@ -35,9 +35,9 @@ struct GenerationJob {
 // What a forced layout switch did.
 struct LayoutSwitchOutcome {
   Layout previous = Layout::TP;
-  Layout layout = Layout::TP;        // after the command
-  std::optional<SwitchRecord> done;  // the switch, timed through the step that carried its transfers
-  std::string refused;               // the engine's reason; it serves on in `previous`
+  Layout layout = Layout::TP;           // the layout the next step runs in
+  std::optional<SwitchRecord> started;  // the switch (its transfers ride on the next step; not yet timed)
+  std::string refused;                  // the engine's reason; it serves on in `previous`
 };
 
 class EngineLoop {
@@ -58,9 +58,9 @@ class EngineLoop {
   // Aborts the request with this rid; false when none is live.
   bool abort_rid(const std::string& rid);
   void abort_all();
-  // Switches the attention layout between two engine steps and waits for the outcome. The answer
-  // comes after the step that carries the transfers, so /layout and /metrics already show the
-  // switch. Nothing happens when already in `to`. ApiError 503 when stopped.
+  // Starts a switch of the attention layout between two engine steps and waits for the outcome;
+  // nothing happens when already in `to`. The transfers ride on the next step, after which the
+  // switch history and metrics show it. ApiError 503 when stopped.
   LayoutSwitchOutcome switch_layout(Layout to);
   // Waits until nothing is queued or running; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);

@@ -10,6 +10,7 @@
 namespace splash {
 namespace {
 
+// A switch without its time, which only the step that carries its transfers completes.
 json switch_json(const SwitchRecord& w) {
   json j = {{"step", w.step}, {"from", layout_name(w.from)}, {"to", layout_name(w.to)}};
   if (!w.refused.empty()) {
@@ -20,7 +21,6 @@ json switch_json(const SwitchRecord& w) {
   j["kv"] = primitive_name(w.kv);
   j["weight_bytes"] = w.weight_bytes;
   j["kv_bytes"] = w.kv_bytes;
-  j["seconds"] = w.seconds;
   return j;
 }
 
@@ -31,7 +31,11 @@ json layout_state(const EngineSnapshot& snap) {
     owners.push_back(rk.owned);
     pages.push_back({{"rank", r}, {"capacity", rk.pages_capacity}, {"used", rk.pages_used}, {"free", rk.pages_free}});
   }
-  for (const SwitchRecord& w : snap.switches) switches.push_back(switch_json(w));
+  for (const SwitchRecord& w : snap.switches) {  // completed ones: the engine thread publishes no switch in transit
+    json j = switch_json(w);
+    if (w.refused.empty()) j["seconds"] = w.seconds;
+    switches.push_back(std::move(j));
+  }
   return {{"layout", layout_name(snap.layout)},
           {"ranks", snap.ranks.size()},
           {"page_size", snap.page_size},
@@ -74,8 +78,11 @@ void add_layout_routes(httplib::Server& s, ServerContext& ctx) {
     // bad request (the same layout may fit later, with fewer pages in use).
     if (!o.refused.empty()) throw ApiError(409, o.refused, "layout", "", "switch_refused");
     json j = {{"layout", layout_name(o.layout)}, {"previous", layout_name(o.previous)}, {"switch", nullptr}};
-    if (o.done) j["switch"] = switch_json(*o.done);
-    else j["note"] = fmt::format("already in layout {}: nothing to switch", layout_name(o.layout));
+    if (o.started) {
+      j["switch"] = switch_json(*o.started);
+    } else {
+      j["note"] = fmt::format("already in layout {}: nothing to switch", layout_name(o.layout));
+    }
     reply_json(res, j);
   });
 }

@@ -237,3 +237,31 @@ TEST(Switching, EngineSwitchesUnderLoadAndAdmitsInTheNewLayout) {
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+TEST(Switching, IdleEngineFinishesItsSwitchAndServesInTheNewLayout) {
+  EngineOptions o;
+  o.group.ranks = 2;
+  o.group.layout = Layout::DOP;
+  o.group.page_size = 16;
+  o.kv_pages = 2000;
+  Engine e(open_model(kFixture), o);
+  for (Layout to : {Layout::CP, Layout::TP, Layout::DP, Layout::DOP}) {
+    ASSERT_FALSE(e.switch_layout(to).has_value()) << layout_name(to);
+    e.step();  // nothing to compute: the step carries only the transfers
+    EXPECT_FALSE(e.group().switch_in_transit());
+    EXPECT_EQ(e.layout(), to);
+  }
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  const int64_t id = e.add(reference().prompts[3].ids, p);
+  while (e.has_work()) e.step();
+  EXPECT_EQ(e.request(id).output, reference().prompts[3].greedy);
+}
+
+}  // namespace
+}  // namespace splash
