@@ -23,6 +23,28 @@ const ReferenceSet& reference() {
   return ref;
 }
 
+// A group on the fixture with its pool: `pages` pages, or enough for the reference prompts.
+std::unique_ptr<RankGroup> fixture_group(int ranks, Layout layout, int page_size, int64_t pages = 0) {
+  ModelSource src = open_model(kFixture);
+  GroupOptions go;
+  go.ranks = ranks;
+  go.layout = layout;
+  go.page_size = page_size;
+  auto group = std::make_unique<RankGroup>(src.config, *src.weights, go);
+  group->allocate_kv(pages > 0 ? pages : pages_for_reference(reference(), *group));
+  return group;
+}
+
+// Runs the reference prompts with the options' switches: logits within 1e-4, greedy equal, none refused.
+void expect_reference(RankGroup& group, const CheckOptions& co) {
+  std::vector<std::string> refused;
+  for (const PromptCheck& r : run_reference_check(group, reference(), co, &refused)) {
+    EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
+    EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
+  }
+  EXPECT_THAT(refused, ::testing::IsEmpty());
+}
+
 TEST(SwitchManifest, PrimitivesMatchTheDesignTable) {
   // DESIGN section 5: from (row) -> to (column): {weights, kv}.
   const std::map<std::pair<Layout, Layout>, std::pair<P, P>> table = {
@@ -96,23 +118,13 @@ class SwitchDirection : public ::testing::TestWithParam<Direction> {};
 // prefill) and back before step 95 (p5 decoding): both directions of the pair, under load.
 TEST_P(SwitchDirection, SameLogitsAndTokensAsNeverSwitching) {
   const Direction& d = GetParam();
-  ModelSource src = open_model(kFixture);
-  GroupOptions go;
-  go.ranks = d.ranks;
-  go.layout = d.from;
-  go.page_size = 8;
-  RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(pages_for_reference(reference(), group));
+  auto g = fixture_group(d.ranks, d.from, 8);
+  RankGroup& group = *g;
   const int64_t start_pages = group.kv().pool(0).free_count();
   CheckOptions co;
   co.prefill_chunk = 7;
   co.switches = {{5, d.to}, {95, d.from}};
-  std::vector<std::string> refused;
-  for (const PromptCheck& r : run_reference_check(group, reference(), co, &refused)) {
-    EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
-    EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
-  }
-  EXPECT_THAT(refused, ::testing::IsEmpty());
+  expect_reference(group, co);
   EXPECT_EQ(group.layout(), d.from);
   for (int r = 0; r < d.ranks; ++r) {
     EXPECT_EQ(group.kv().kv_pages_used(r), 0) << r;
@@ -136,36 +148,20 @@ INSTANTIATE_TEST_SUITE_P(All12, SwitchDirection, ::testing::ValuesIn(directions(
 
 TEST(Switching, WalkThroughAllTwelveDirections) {
   for (SwitchMode mode : {SwitchMode::Overlapped, SwitchMode::Blocking}) {
-    ModelSource src = open_model(kFixture);
-    GroupOptions go;
-    go.ranks = 4;
-    go.layout = Layout::TP;
-    go.page_size = 16;
-    RankGroup group(src.config, *src.weights, go);
-    group.allocate_kv(pages_for_reference(reference(), group));
+    auto group = fixture_group(4, Layout::TP, 16);
     CheckOptions co;
     co.prefill_chunk = 7;
     co.switch_mode = mode;
     const Layout walk[] = {Layout::DP, Layout::CP, Layout::DOP, Layout::TP, Layout::CP, Layout::DP,
                            Layout::DOP, Layout::CP, Layout::TP, Layout::DOP, Layout::DP, Layout::TP};
     for (int i = 0; i < 12; ++i) co.switches.push_back({3 + 8 * i, walk[i]});
-    std::vector<std::string> refused;
-    for (const PromptCheck& r : run_reference_check(group, reference(), co, &refused)) {
-      EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
-      EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
-    }
-    EXPECT_THAT(refused, ::testing::IsEmpty());
+    expect_reference(*group, co);
   }
 }
 
 TEST(Switching, KvAfterSwitchEqualsDestinationAccounting) {
-  ModelSource src = open_model(kFixture);
-  GroupOptions go;
-  go.ranks = 4;
-  go.layout = Layout::CP;
-  go.page_size = 4;
-  RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(4000);
+  auto g = fixture_group(4, Layout::CP, 4, 4000);
+  RankGroup& group = *g;
   KvCacheManager& kv = group.kv();
   const std::vector<LiveRequest> live = {{0, 0, 33}, {1, 3, 10}, {2, 3, 1}};
   for (const LiveRequest& q : live) ASSERT_TRUE(kv.grow(q.id, q.owner, q.context, Layout::CP));
