@@ -43,10 +43,6 @@ struct SwitchRecord {
 std::vector<std::pair<int64_t, Layout>> parse_switch_schedule(const std::string& s);
 
 // Pages per rank for the engine's layout and memory options (fails naming what does not fit).
-struct KvSizing {
-  DType weight_dtype, kv_dtype;
-  int64_t device_memory = 0;  // 0: unknown (then the options must give the budget)
-};
 int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sizing);
 // The rank group with its KV pool allocated and the starting layout in place.
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt);

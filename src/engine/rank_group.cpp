@@ -3,7 +3,6 @@
 #include <exception>
 
 #include "core/error.h"
-#include "engine/engine.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
 #include "model/rope_table.h"

@@ -31,8 +31,12 @@ struct GroupOptions {
 
 // Makes a backend by name ("cpu"; "cuda" where built), for rank `rank`.
 std::unique_ptr<Backend> make_backend(const std::string& name, int rank);
-// A backend's weight and KV element types, known without making one (to plan memory before loading).
-struct KvSizing;
+// What sizing the KV pool needs of a backend: its weight and KV element types and its memory.
+struct KvSizing {
+  DType weight_dtype, kv_dtype;
+  int64_t device_memory = 0;  // 0: unknown (then the options must give the budget)
+};
+// A backend's element types, known without making one (to plan memory before loading weights).
 KvSizing backend_dtypes(const std::string& name);
 
 class RankGroup {
