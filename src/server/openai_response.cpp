@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <functional>
+
 #include "server/api_error.h"
 
 namespace splash {
@@ -177,22 +179,21 @@ json chat_logprobs(const Tokenizer* tok, std::span<const int32_t> tokens, std::s
   return {{"content", content}};
 }
 
-json completion_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer* tok,
-                     const std::vector<ChoiceResult>& choices) {
-  json body = base_object(m, "text_completion");
+// The choices and usage both non-streaming bodies share; `content` adds the kind-specific fields.
+json choices_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer* tok,
+                  const std::vector<ChoiceResult>& choices, const char* object,
+                  const std::function<void(json&, const ChoiceResult&, size_t)>& content) {
+  json body = base_object(m, object);
   json cs = json::array();
   int64_t completion = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
     completion += static_cast<int64_t>(c.tokens.size());
-    json choice = {{"index", i},
-                   {"text", c.text},
-                   {"logprobs", maybe_logprobs(r, tok, c.tokens, c.logprobs, c.top, 0)},
-                   {"finish_reason", openai_finish_reason(c.finish)}};
-    if (r.return_token_ids) {
-      choice["prompt_token_ids"] = r.prompts[i / r.n];
-      choice["token_ids"] = c.tokens;
-    }
+    json choice = {{"index", i}};
+    content(choice, c, i);
+    choice["logprobs"] = maybe_logprobs(r, tok, c.tokens, c.logprobs, c.top, 0);
+    choice["finish_reason"] = openai_finish_reason(c.finish);
+    if (r.return_token_ids) choice["token_ids"] = c.tokens;
     cs.push_back(std::move(choice));
   }
   body["choices"] = std::move(cs);
@@ -200,26 +201,19 @@ json completion_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokeni
   return body;
 }
 
+json completion_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer* tok,
+                     const std::vector<ChoiceResult>& choices) {
+  return choices_body(m, r, tok, choices, "text_completion", [&](json& choice, const ChoiceResult& c, size_t i) {
+    choice["text"] = c.text;
+    if (r.return_token_ids) choice["prompt_token_ids"] = r.prompts[i / r.n];
+  });
+}
+
 json chat_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer* tok, const std::vector<ChoiceResult>& choices) {
-  json body = base_object(m, "chat.completion");
-  json cs = json::array();
-  int64_t completion = 0;
-  for (size_t i = 0; i < choices.size(); ++i) {
-    const ChoiceResult& c = choices[i];
-    completion += static_cast<int64_t>(c.tokens.size());
-    json choice = {{"index", i},
-                   {"message", {{"role", "assistant"}, {"content", c.text}}},
-                   {"logprobs", maybe_logprobs(r, tok, c.tokens, c.logprobs, c.top, 0)},
-                   {"finish_reason", openai_finish_reason(c.finish)}};
-    if (r.return_token_ids) {
-      choice["prompt_token_ids"] = r.prompts[0];
-      choice["token_ids"] = c.tokens;
-    }
-    cs.push_back(std::move(choice));
-  }
-  body["choices"] = std::move(cs);
-  body["usage"] = usage_json(prompt_tokens(r), completion);
-  return body;
+  return choices_body(m, r, tok, choices, "chat.completion", [&](json& choice, const ChoiceResult& c, size_t) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (r.return_token_ids) choice["prompt_token_ids"] = r.prompts[0];
+  });
 }
 
 std::shared_ptr<BodyWriter> make_openai_writer(ResponseMeta meta, OpenAIRequest request, const Tokenizer* tok) {

@@ -8,6 +8,7 @@
 #include "server/json_fields.h"
 #include "server/openai_request.h"
 #include "server/sglang_generate.h"
+#include "server_test_model.h"
 
 namespace splash {
 namespace {
@@ -22,14 +23,6 @@ ApiError api_error_of(const std::function<void()>& f) {
   return ApiError(0, "");
 }
 
-ModelInfo ids_model() {
-  ModelInfo m;
-  m.name = "tiny";
-  m.context_length = 4096;
-  m.vocab_size = 512;
-  m.eos = 1;
-  return m;
-}
 
 struct TextModel {
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_file(SPLASH_FIXTURES_DIR "/tokenizer/tokenizer.json");

@@ -8,18 +8,11 @@
 #include "server/openai_response.h"
 #include "server/prometheus.h"
 #include "server/sglang_generate.h"
+#include "server_test_model.h"
 
 namespace splash {
 namespace {
 
-ModelInfo ids_model() {
-  ModelInfo m;
-  m.name = "tiny";
-  m.context_length = 4096;
-  m.vocab_size = 512;
-  m.eos = 1;
-  return m;
-}
 
 TokenDelta delta(int index, std::vector<int32_t> tokens, std::string text, FinishReason finish = FinishReason::None) {
   TokenDelta d;

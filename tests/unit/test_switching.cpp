@@ -45,6 +45,20 @@ void expect_reference(RankGroup& group, const CheckOptions& co) {
   EXPECT_THAT(refused, ::testing::IsEmpty());
 }
 
+SamplingParams greedy24() {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Runs the engine dry and expects every request's output to be its prompt's reference continuation.
+void expect_engine_reference(Engine& e, const std::vector<std::pair<int64_t, size_t>>& id_prompt) {
+  while (e.has_work()) e.step();
+  for (auto [id, prompt] : id_prompt) EXPECT_EQ(e.request(id).output, reference().prompts[prompt].greedy) << prompt;
+}
+
 TEST(SwitchManifest, PrimitivesMatchTheDesignTable) {
   // DESIGN section 5: from (row) -> to (column): {weights, kv}.
   const std::map<std::pair<Layout, Layout>, std::pair<P, P>> table = {
@@ -183,7 +197,6 @@ TEST(Switching, KvAfterSwitchEqualsDestinationAccounting) {
 
 TEST(Switching, SwitchThatDoesNotFitIsRefusedAndServingGoesOn) {
   // A pool that holds the prompts but not the projection replicas DP-attention needs.
-  ModelSource src = open_model(kFixture);
   EngineOptions o;
   o.group.ranks = 2;
   o.group.layout = Layout::TP;
@@ -193,14 +206,9 @@ TEST(Switching, SwitchThatDoesNotFitIsRefusedAndServingGoesOn) {
   o.switch_schedule = {{4, Layout::DP}};
   Engine e(open_model(kFixture), o);
   ASSERT_GT(e.group().replica_pages_per_layer() * 4, 300 - 264);
-  std::vector<int64_t> ids;
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 24;
-  p.ignore_eos = true;
-  for (const auto& q : reference().prompts) ids.push_back(e.add(q.ids, p));
-  while (e.has_work()) e.step();
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(e.request(ids[i]).output, reference().prompts[i].greedy) << i;
+  std::vector<std::pair<int64_t, size_t>> ids;
+  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, greedy24()), i});
+  expect_engine_reference(e, ids);
   ASSERT_EQ(e.switches().size(), 1u);
   EXPECT_THAT(e.switches()[0].refused, ::testing::HasSubstr("projection replica"));
   EXPECT_EQ(e.layout(), Layout::TP);
@@ -217,14 +225,9 @@ TEST(Switching, EngineSwitchesUnderLoadAndAdmitsInTheNewLayout) {
   o.scheduler.max_running = 3;  // later prompts are admitted after the switches
   o.switch_schedule = {{3, Layout::DOP}, {20, Layout::CP}, {60, Layout::TP}};
   Engine e(open_model(kFixture), o);
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 24;
-  p.ignore_eos = true;
-  std::vector<int64_t> ids;
-  for (const auto& q : reference().prompts) ids.push_back(e.add(q.ids, p));
-  while (e.has_work()) e.step();
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(e.request(ids[i]).output, reference().prompts[i].greedy) << i;
+  std::vector<std::pair<int64_t, size_t>> ids;
+  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, greedy24()), i});
+  expect_engine_reference(e, ids);
   ASSERT_EQ(e.switches().size(), 3u);
   for (const SwitchRecord& s : e.switches()) EXPECT_TRUE(s.refused.empty()) << s.refused;
   EXPECT_EQ(e.layout(), Layout::TP);
@@ -250,13 +253,7 @@ TEST(Switching, IdleEngineFinishesItsSwitchAndServesInTheNewLayout) {
     EXPECT_FALSE(e.group().switch_in_transit());
     EXPECT_EQ(e.layout(), to);
   }
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 24;
-  p.ignore_eos = true;
-  const int64_t id = e.add(reference().prompts[3].ids, p);
-  while (e.has_work()) e.step();
-  EXPECT_EQ(e.request(id).output, reference().prompts[3].greedy);
+  expect_engine_reference(e, {{e.add(reference().prompts[3].ids, greedy24()), 3}});
 }
 
 }  // namespace
