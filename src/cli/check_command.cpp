@@ -23,8 +23,18 @@ struct CheckFlags {
   double tolerance = -1;
   double greedy_margin = 0;
   double max_outliers = 0;
+  // Choice-score noise of a bf16 engine's router: the smallest worst case that emulating the CUDA
+  // backend's bf16 activations on the CPU gives on the fixture (tests/unit/test_routing_margins.cpp).
+  double routing_noise = 5e-3;
   bool sequential = false;
+  bool replay_routing = false;
 };
+
+bool has_moe_layers(const ModelConfig& c) {
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    if (c.is_moe_layer(l)) return true;
+  return false;
+}
 
 int run_check(const CheckFlags& f) {
   apply_log_level(f.engine.log_level);
@@ -46,39 +56,68 @@ int run_check(const CheckFlags& f) {
   co.sequential = f.sequential;
   co.switches = parse_switch_schedule(f.engine.switch_schedule);
   co.switch_mode = parse_switch_mode(f.engine.switch_mode);
-  // fp32 on the CPU reproduces the reference closely; bf16 on a GPU lands around 1e-2.
-  const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 2e-2);
+  // fp32 on the CPU reproduces the reference closely. bf16 activations with the reference's routing
+  // replayed reach 2.9e-2 on the fixture (median 1.5e-2) in the CPU emulation of the CUDA backend's
+  // numerics (EmulatedNumerics of tests/unit/test_routing_margins.cpp, the f32 choices replayed); 5e-2
+  // leaves room for the GPU kernels' other accumulation orders.
+  const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 5e-2);
+  // Replay: the engine uses the reference's expert choices (an f32 CPU run), so that near-tied routing
+  // cannot hide or excuse arithmetic errors (StepPlan::routing_replay).
+  const bool replay = f.replay_routing;
+  RoutingReplay routing;
+  if (replay) {
+    routing = reference_routing_replay(src.config, *src.weights, ref);
+    co.routing_replay = &routing;
+  }
 
-  spdlog::info("check: model {} ({}), T={}, layout {}, backend {}, chunk {}, form {}", src.name,
+  spdlog::info("check: model {} ({}), T={}, layout {}, backend {}, chunk {}, form {}, routing {}", src.name,
                src.weights->describe(), go.ranks, layout_name(go.layout), go.backend,
-               co.prefill_chunk > 0 ? std::to_string(co.prefill_chunk) : "whole prompt", f.engine.attn_form);
+               co.prefill_chunk > 0 ? std::to_string(co.prefill_chunk) : "whole prompt", f.engine.attn_form,
+               replay ? "replayed from the reference" : "the engine's");
   RankGroup group(src.config, *src.weights, go);
   group.allocate_kv(pages_for_reference(ref, group));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> refused;
-  const std::vector<PromptCheck> results = run_reference_check(group, ref, co, &refused);
+  std::vector<PromptCheck> results = run_reference_check(group, ref, co, &refused);
   for (const std::string& why : refused) spdlog::warn("switch refused: {}", why);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // A reduced-precision engine routing by itself may route near-tied tokens differently: find the
+  // reference's near ties with the f32 CPU backend so that such positions are reported as what they
+  // are. Replayed routing cannot flip, so nothing is attributed to ties then.
+  const bool attribute = !replay && go.backend != "cpu" && f.routing_noise > 0 && has_moe_layers(src.config);
+  if (attribute) attach_routing_slack(results, src.config, *src.weights, ref);
 
   bool ok = true;
-  fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10}  {}\n", "prompt", "len", "max_rel_err", "median_err",
-             "beyond", "greedy", "margin", "status");
+  fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10} {:>7}  {}\n", "prompt", "len", "max_rel_err", "median_err",
+             "beyond", "greedy", "margin", "tie_at", "status");
   for (const PromptCheck& r : results) {
-    // Positions beyond the tolerance may be allowed as a fraction (bf16 engines: a near-tied expert
-    // choice can flip at a single position); the median must still be within it.
-    const int64_t beyond = r.positions_beyond(tol);
-    const bool logits_ok = r.median_rel_error() <= tol && beyond <= static_cast<int64_t>(f.max_outliers * r.length);
+    // Positions beyond the tolerance at or after the prompt's first near-tied routing (reference slack
+    // below the routing noise) are attributed to it; the rest may be allowed as a fraction; the
+    // median must be within the tolerance.
+    const int64_t beyond = r.positions_beyond(tol), tie_at = r.first_near_tie(f.routing_noise),
+                  after_tie = r.beyond_after_near_tie(tol, f.routing_noise);
+    const bool logits_ok =
+        r.median_rel_error() <= tol && beyond - after_tie <= static_cast<int64_t>(f.max_outliers * r.length);
     const bool greedy_ok = r.greedy_matched == r.greedy_total;
     // A mismatch is tolerated only where the reference itself is nearly tied (bf16 engines).
     const bool tied = r.min_margin >= 0 && r.min_margin < f.greedy_margin;
     const bool pass = logits_ok && (greedy_ok || tied);
     ok = ok && pass;
-    fmt::print("{:<6} {:>6} {:>12.3e} {:>12.3e} {:>9} {:>7}/{:<2} {:>10.2e}  {}\n", r.name, r.length, r.max_rel_error,
-               r.median_rel_error(), fmt::format("{}/{}", beyond, r.length), r.greedy_matched, r.greedy_total, r.min_margin,
-               pass ? (greedy_ok ? "ok" : "ok (greedy differs where the reference margin is tiny)")
-                    : (!logits_ok ? "FAIL: logits beyond tolerance" : "FAIL: greedy continuation differs"));
+    std::string status = pass ? "ok" : (!logits_ok ? "FAIL: logits beyond tolerance" : "FAIL: greedy continuation differs");
+    if (pass && !greedy_ok) status += " (greedy differs where the reference margin is tiny)";
+    if (!greedy_ok) status += fmt::format("; decoding stopped at token {}", r.greedy_matched);
+    if (after_tie > 0)
+      status += fmt::format("; {} of {} beyond at or after the near-tied routing at position {} (slack {:.1e})",
+                            after_tie, beyond, tie_at, r.routing_slack[tie_at]);
+    fmt::print("{:<6} {:>6} {:>12.3e} {:>12.3e} {:>9} {:>7}/{:<2} {:>10.2e} {:>7}  {}\n", r.name, r.length,
+               r.max_rel_error, r.median_rel_error(), fmt::format("{}/{}", beyond, r.length), r.greedy_matched,
+               r.greedy_total, r.min_margin, tie_at >= 0 ? std::to_string(tie_at) : "-", status);
   }
-  fmt::print("tolerance {:.1e}; {} prompts in {:.2f} s; {}\n", tol, results.size(), secs, ok ? "PASS" : "FAIL");
+  if (attribute)
+    fmt::print("routing noise {:.1e}: tie_at is each prompt's first position whose reference routing slack (f32 CPU "
+               "run) is below it\n", f.routing_noise);
+  fmt::print("tolerance {:.1e}{}; {} prompts in {:.2f} s; {}\n", tol, replay ? "; routing replayed" : "", results.size(),
+             secs, ok ? "PASS" : "FAIL");
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -93,14 +132,21 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--reference", f->reference, "reference.safetensors (default: MODEL/reference.safetensors)");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "tokens per prefill chunk (0: whole prompt)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--tolerance", f->tolerance, "max relative logit error (default 1e-4 on cpu, 2e-2 on cuda)");
+  cmd->add_option("--tolerance", f->tolerance, "max relative logit error (default 1e-4 on cpu, 5e-2 on cuda)");
   cmd->add_option("--greedy-margin", f->greedy_margin,
                   "tolerate greedy mismatches in prompts whose reference margin is below this")
       ->capture_default_str();
   cmd->add_option("--max-outliers", f->max_outliers,
                   "fraction of a prompt's positions allowed beyond the tolerance (bf16 routing flips)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--routing-noise", f->routing_noise,
+                  "choice-score noise of a reduced-precision router: positions beyond the tolerance at or after the "
+                  "reference's first routing slack below it are attributed to near-tied routing (0: off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sequential", f->sequential, "run the prompts one at a time instead of batched");
+  cmd->add_flag("--replay-routing", f->replay_routing,
+                "MoE layers use the reference's expert choices (an f32 CPU run) instead of the router's, so that only "
+                "arithmetic differs (routing is verified separately)");
   cmd->callback([f] { throw CLI::RuntimeError(run_check(*f)); });
 }
 

@@ -9,7 +9,7 @@ namespace splash {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--model", f.model,
-                 "checkpoint directory, config.json (dummy weights) or builtin:NAME (tiny, deepseek-v3, deepseek-v2-lite)")
+                 "checkpoint directory, config.json (dummy weights) or builtin:NAME (tiny, deepseek-v3, deepseek-v3-attn, deepseek-v2-lite)")
       ->capture_default_str();
   cmd.add_option("--load-format", f.load_format, "auto | dummy (seeded random weights for the config)")
       ->capture_default_str();
@@ -21,6 +21,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
       ->capture_default_str();
   cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
+  add_multinode_flags(cmd, f.multinode)->check(CLI::Validator(
+      [](std::string& v) {
+        return v == "1" ? std::string()
+                        : std::string("multi-node serving is not implemented yet: the step loop runs in one process; "
+                                      "--nnodes works for splash_comm_check");
+      },
+      "1 (one node)"));
 }
 
 void add_serving_flags(CLI::App& cmd, EngineFlags& f) {

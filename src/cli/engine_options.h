@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/multinode_flags.h"
 #include "engine/rank_group.h"
 #include "engine/step_plan.h"
 
@@ -29,6 +30,8 @@ struct EngineFlags {
   int64_t kv_pages = 0;
   std::string switch_schedule;   // step=N:LAYOUT,...
   std::string switch_mode = "overlapped";
+  // Parsed so that an SGLang-style multi-node command line gets a clear refusal: the engine runs on one node.
+  MultinodeFlags multinode;
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/bench_command.h"
 #include "cli/check_command.h"
 #include "cli/generate_command.h"
 #include "cli/serve_command.h"
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   splash::add_generate_command(app);
   splash::add_serve_command(app);
   splash::add_plan_command(app);
+  splash::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

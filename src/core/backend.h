@@ -85,7 +85,8 @@ class Backend {
 
   // out[N, d] = table[ids[n]]
   virtual void embedding(Tensor out, Tensor ids, Tensor table) = 0;
-  // out = x / rms(x) * weight, per row; rows may be strided views, out may alias x.
+  // out = x / rms(x) * weight, per row; rows may be strided views, out may alias x. Out may be another
+  // float dtype than x (the router reads an f32 normed hidden state of a bf16 residual).
   virtual void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) = 0;
   // out[M, N] = x[M, K] W^T (+ out when accumulate).
   virtual void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) = 0;
@@ -103,9 +104,14 @@ class Backend {
   // out[rows[i]] = in[i].
   virtual void scatter_rows(Tensor out, Tensor in, Tensor rows) = 0;
 
-  // Latent cache: pool viewed as [pages * page_size, W]; slot -1 skips a row.
-  virtual void store_latents(Tensor pool, Tensor latent, Tensor slots) = 0;
-  virtual void gather_latents(Tensor out, Tensor pool, Tensor slots) = 0;
+  // Latent cache: pool viewed as [pages * page_size, W]; slot -1 skips a row. A switch moves latents on
+  // the transfer stream, beside the computation.
+  virtual void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s = {}) = 0;
+  virtual void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s = {}) = 0;
+  // slots[i] = pages[v[i] / page_size] * page_size + v[i] % page_size (all I32): positions numbered along
+  // a concatenation of page tables become pool slots. A switch numbers its moves once and maps them
+  // through each layer's pages on the device, so its per-layer host work is per page, not per token.
+  virtual void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s = {}) = 0;
   // Absorbed MLA (MQA over the latent): q[N, H, W], K = pool tokens [W], V = their first C values.
   // out[N, H, C], lse[N, H] (F32, natural log; -inf and out = 0 for a row with no tokens).
   virtual void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) = 0;

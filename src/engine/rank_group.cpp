@@ -161,6 +161,9 @@ void RankGroup::allocate_kv(int64_t pages) {
     RankEnv& env = w.model->env();
     env.kv_pool = Tensor();  // free the old storage first
     env.kv_pool = env.be.empty(env.be.act_dtype(), {pages, opt_.page_size, cfg_.latent_dim()});
+    // Zeros, not whatever the allocator held: benchmarks register contexts without writing them
+    // (bench/synthetic_batch) and must never feed NaN bit patterns to attention and routing.
+    env.be.fill_zero(env.kv_pool);
   });
   kv_ = std::make_unique<KvCacheManager>(opt_.ranks, cfg_.num_hidden_layers, opt_.page_size, pages);
   kv_->set_replica_pages(replica_pages_per_layer());
@@ -214,6 +217,14 @@ const TrafficCounters& RankGroup::traffic(int r) const {
 void RankGroup::reset_traffic() {
   for (auto& c : comms_)
     if (auto* cc = dynamic_cast<CountingCommunicator*>(c.get())) cc->reset();
+}
+
+void RankGroup::on_each_rank(const std::function<void(RankEnv&)>& fn) {
+  dispatch([&](Worker& w) { fn(w.model->env()); });
+}
+
+void RankGroup::synchronize() {
+  dispatch([](Worker& w) { w.backend->synchronize(); });
 }
 
 Tensor RankGroup::run(const StepPlan& plan) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/routing_margins.h"
 #include "kv/kv_cache_manager.h"
 #include "model/safetensors.h"
 
@@ -29,15 +30,6 @@ std::vector<int32_t> read_ids(const SafetensorsFile& f, const std::string& name)
 
 int32_t argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
 
-double rel_error(const float* got, const float* ref, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - ref[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 struct Live {
   size_t prompt;
   int owner;
@@ -48,6 +40,15 @@ struct Live {
 
 }  // namespace
 
+double logit_rel_error(const float* got, const float* ref, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - ref[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
 double PromptCheck::median_rel_error() const {
   if (position_errors.empty()) return 0;
   std::vector<double> e = position_errors;
@@ -57,6 +58,34 @@ double PromptCheck::median_rel_error() const {
 
 int64_t PromptCheck::positions_beyond(double tol) const {
   return std::count_if(position_errors.begin(), position_errors.end(), [&](double e) { return e > tol; });
+}
+
+int64_t PromptCheck::first_near_tie(double noise) const {
+  const auto it = std::find_if(routing_slack.begin(), routing_slack.end(), [&](float s) { return s < noise; });
+  return it == routing_slack.end() ? -1 : it - routing_slack.begin();
+}
+
+int64_t PromptCheck::beyond_after_near_tie(double tol, double noise) const {
+  const int64_t first = first_near_tie(noise);
+  if (first < 0) return 0;
+  return std::count_if(position_errors.begin() + first, position_errors.end(), [&](double e) { return e > tol; });
+}
+
+void attach_routing_slack(std::vector<PromptCheck>& results, const ModelConfig& cfg, const WeightSource& weights,
+                          const ReferenceSet& ref) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : ref.prompts) prompts.push_back(p.ids);
+  std::vector<std::vector<float>> slack = reference_routing_slack(cfg, weights, prompts);
+  for (size_t i = 0; i < results.size(); ++i) results[i].routing_slack = std::move(slack[i]);
+}
+
+RoutingReplay reference_routing_replay(const ModelConfig& cfg, const WeightSource& weights, const ReferenceSet& ref) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& p : ref.prompts) {
+    seqs.push_back(p.ids);
+    seqs.back().insert(seqs.back().end(), p.greedy.begin(), p.greedy.end());
+  }
+  return record_routing_replay(cfg, weights, seqs);
 }
 
 ReferenceSet load_reference(const std::string& path) {
@@ -146,6 +175,7 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
     plan.form = opt.form;
     plan.all_logits = true;
     plan.kv = &kv;
+    plan.routing_replay = opt.routing_replay;  // sequence ids are prompt indices, as the replay's
     for (Live& s : live) {
       const auto& p = ref.prompts[s.prompt];
       const int64_t L = static_cast<int64_t>(p.ids.size());
@@ -173,7 +203,7 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
         const float* got = logits.ptr<float>() + row * V;
         const int64_t pos = s.pos + j;
         if (pos < L) {
-          res.position_errors.push_back(rel_error(got, p.logits.data() + pos * V, V));
+          res.position_errors.push_back(logit_rel_error(got, p.logits.data() + pos * V, V));
           res.max_rel_error = std::max(res.max_rel_error, res.position_errors.back());
         }
         if (pos == L - 1) res.prefill_seconds = now() - s.t_start;
@@ -184,9 +214,13 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
     for (size_t k = live.size(); k-- > 0;) {
       Live& s = live[k];
       const auto& p = ref.prompts[s.prompt];
-      if (s.generated.size() < p.greedy.size()) continue;
+      // Decoding stops at the first token that differs from the reference's: nothing later has a
+      // reference token to compare with, nor recorded expert choices to replay.
+      const size_t n = s.generated.size();
+      if (n < p.greedy.size() && (n == 0 || s.generated[n - 1] == p.greedy[n - 1])) continue;
       PromptCheck& res = results[s.prompt];
-      while (res.greedy_matched < res.greedy_total && s.generated[res.greedy_matched] == p.greedy[res.greedy_matched])
+      const int compared = static_cast<int>(std::min(n, p.greedy.size()));
+      while (res.greedy_matched < compared && s.generated[res.greedy_matched] == p.greedy[res.greedy_matched])
         ++res.greedy_matched;
       kv.release(static_cast<int64_t>(s.prompt));
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));

@@ -15,6 +15,8 @@ struct CheckOptions {
   bool sequential = false;    // one prompt at a time instead of all together
   std::vector<std::pair<int64_t, Layout>> switches;  // switch before step N to a layout
   SwitchMode switch_mode = SwitchMode::Overlapped;
+  // When set, the engine uses these expert choices instead of its router's (reference_routing_replay).
+  const RoutingReplay* routing_replay = nullptr;
 };
 
 struct PromptCheck {
@@ -25,9 +27,17 @@ struct PromptCheck {
   double median_rel_error() const;
   int64_t positions_beyond(double tol) const;
   int greedy_total = 0;
-  int greedy_matched = 0;     // leading tokens equal to the reference
+  int greedy_matched = 0;     // leading tokens equal to the reference; decoding stops at the first other
   double min_margin = -1;     // reference greedy margin, when reference.json gives it
   double prefill_seconds = 0;
+  // The reference's routing slack at every position (attach_routing_slack); empty when not computed.
+  std::vector<float> routing_slack;
+  // First position whose reference routing slack is below `noise` (-1: none). From there on an engine
+  // whose router scores carry that much noise may choose other experts, and causal attention carries
+  // the difference to every later position.
+  int64_t first_near_tie(double noise) const;
+  // Positions beyond `tol` at or after first_near_tie(noise).
+  int64_t beyond_after_near_tie(double tol, double noise) const;
 };
 
 struct ReferenceSet {
@@ -43,9 +53,21 @@ struct ReferenceSet {
 };
 ReferenceSet load_reference(const std::string& path);
 
+// max_i |got_i - ref_i| / max_i |ref_i| over one position's logits.
+double logit_rel_error(const float* got, const float* ref, int64_t n);
+
 // Pages per rank that hold every prompt of the set plus its greedy continuation in any layout, and
 // the projection replicas of replicated layouts.
 int64_t pages_for_reference(const ReferenceSet& ref, const RankGroup& group);
+
+// Fills every result's routing_slack from an f32 CPU run of the reference prompts (engine/routing_margins.h).
+void attach_routing_slack(std::vector<PromptCheck>& results, const ModelConfig& cfg, const WeightSource& weights,
+                          const ReferenceSet& ref);
+
+// The reference's expert choices at every position of each prompt followed by its greedy continuation
+// (the reference's tokens fed back), from an f32 CPU run: what CheckOptions::routing_replay wants.
+// Valid for a prompt's decode steps while the engine's greedy tokens equal the reference's.
+RoutingReplay reference_routing_replay(const ModelConfig& cfg, const WeightSource& weights, const ReferenceSet& ref);
 
 // Switches that were refused come back as messages (the check goes on in the current layout).
 std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt,

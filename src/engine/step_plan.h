@@ -13,6 +13,20 @@ class KvCacheManager;
 // Auto: expanded for prefill chunks, absorbed for decode rows. DOP always attends absorbed.
 enum class AttnForm { Auto, Expanded, Absorbed };
 
+// Expert choices recorded from a reference run, used by the MoE layers instead of their router's
+// (splash check --replay-routing). A verification feature: routing decisions are verified on identical
+// inputs by tests/cuda/test_routing.cpp; a reduced-precision engine routes near-tied tokens otherwise
+// than an f32 reference, so replaying the reference's choices leaves the check only the arithmetic.
+struct RoutingReplay {
+  struct Choices {               // one MoE layer of one sequence, row-major [positions, top_k]
+    std::vector<int32_t> ids;
+    std::vector<float> weights;  // as moe_route writes them (normalised and scaled)
+  };
+  int top_k = 0;
+  // [StepSeq::id][layer]; empty for dense layers.
+  std::vector<std::vector<Choices>> seqs;
+};
+
 struct StepSeq {
   int64_t id = 0;
   int owner = 0;       // the rank that holds the request's KV in DP-attention and DOP
@@ -28,6 +42,8 @@ struct StepPlan {
   std::vector<int32_t> tokens;  // one per row
   bool all_logits = false;      // logits of every row (checks), else of flagged sequences' last rows
   const KvCacheManager* kv = nullptr;  // page tables of every rank; read-only during the step
+  // When set, every row's MoE layers use the recorded choices at (sequence id, position).
+  const RoutingReplay* routing_replay = nullptr;
 
   int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
 };

@@ -20,9 +20,45 @@ MoeRouting routing_of(const ModelConfig& c) {
   return r;
 }
 
+// The router's input: the normed hidden state in f32 (xn itself where activations are f32), as the
+// reference computes router logits: F.linear(x.float(), W.float()). This removes one bf16 rounding
+// from the choice scores; the bf16 noise of the hidden state itself remains
+// (tests/unit/test_routing_margins.cpp).
+Tensor router_input(Backend& be, Tensor xn, Tensor x, Tensor norm_weight, float eps) {
+  if (xn.dtype() == DType::F32) return xn;
+  Tensor r = be.empty(DType::F32, {x.size(0), x.size(1)});
+  be.rms_norm(r, x, norm_weight, eps);
+  return r;
+}
+
+struct ExpertChoices {
+  Tensor ids, weights;  // [N, top_k] I32 / F32, as moe_route writes them
+};
+
+// The plan's recorded expert choices of `layer` for the step's rows (plan.routing_replay), uploaded.
+ExpertChoices replayed_choices(Backend& be, const StepPlan& plan, int layer, int top_k) {
+  const RoutingReplay& replay = *plan.routing_replay;
+  SPLASH_CHECK(replay.top_k == top_k, "routing replay: top_k {} recorded, the model routes {}", replay.top_k, top_k);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  for (const StepSeq& s : plan.seqs) {
+    SPLASH_CHECK(s.id >= 0 && s.id < static_cast<int64_t>(replay.seqs.size()), "routing replay: no sequence {}", s.id);
+    const RoutingReplay::Choices& c = replay.seqs[s.id].at(layer);
+    const auto begin = static_cast<size_t>(s.start * top_k), end = static_cast<size_t>((s.start + s.n_new) * top_k);
+    SPLASH_CHECK(end <= c.ids.size(), "routing replay: sequence {} has no choices at position {} of layer {}", s.id,
+                 s.start + s.n_new - 1, layer);
+    ids.insert(ids.end(), c.ids.begin() + begin, c.ids.begin() + end);
+    weights.insert(weights.end(), c.weights.begin() + begin, c.weights.begin() + end);
+  }
+  const int64_t N = plan.rows();
+  return {be.upload(Tensor(ids.data(), DType::I32, {N, top_k}), DType::I32),
+          be.upload(Tensor(weights.data(), DType::F32, {N, top_k}), DType::F32)};
+}
+
 }  // namespace
 
-void DeepseekModel::mlp(const LayerWeights& lw, Tensor x, Tensor out) {
+void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor router_in,
+                        Tensor out) {
   Backend& be = env_.be;
   const int64_t N = x.size(0);
   auto gated = [&](const MlpWeights& m, bool accumulate) {
@@ -37,13 +73,17 @@ void DeepseekModel::mlp(const LayerWeights& lw, Tensor x, Tensor out) {
   } else {
     const MoeWeights& m = *lw.moe;
     const ModelConfig& c = env_.cfg;
-    Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
-    be.linear(router_logits, x, m.router);
-    Tensor ids = be.empty(DType::I32, {N, c.num_experts_per_tok});
-    Tensor wts = be.empty(DType::F32, {N, c.num_experts_per_tok});
-    be.moe_route(ids, wts, router_logits, m.score_bias, routing_of(c));
+    ExpertChoices chosen;
+    if (plan.routing_replay) {
+      chosen = replayed_choices(be, plan, layer, c.num_experts_per_tok);
+    } else {
+      Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
+      be.linear(router_logits, router_in, m.router);
+      chosen = {be.empty(DType::I32, {N, c.num_experts_per_tok}), be.empty(DType::F32, {N, c.num_experts_per_tok})};
+      be.moe_route(chosen.ids, chosen.weights, router_logits, m.score_bias, routing_of(c));
+    }
     be.fill_zero(out);
-    be.moe_experts(out, x, ids, wts, m.experts_gate_up, m.experts_down, m.expert_begin);
+    be.moe_experts(out, x, chosen.ids, chosen.weights, m.experts_gate_up, m.experts_down, m.expert_begin);
     if (m.shared) gated(*m.shared, true);
   }
   env_.comm.all_reduce_sum(out);
@@ -92,7 +132,8 @@ Tensor DeepseekModel::forward(const StepPlan& plan, RankSwitch* sw) {
     mla_attention(env_, lw.attn, l, plan, sr, xn, y);
     be.add(x, x, y);
     be.rms_norm(xn, x, lw.post_attention_norm, eps);
-    mlp(lw, xn, y);
+    const bool routes = lw.moe && !plan.routing_replay;
+    mlp(lw, plan, l, xn, routes ? router_input(be, xn, x, lw.post_attention_norm, eps) : Tensor(), y);
     be.add(x, x, y);
   }
   return logits(x, plan, sr);

@@ -22,7 +22,8 @@ class DeepseekModel {
   ModelWeights& weights() { return w_; }
 
  private:
-  void mlp(const LayerWeights& lw, Tensor x, Tensor out);
+  // router_in: F32, for MoE layers that route (not under plan.routing_replay).
+  void mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor router_in, Tensor out);
   Tensor logits(Tensor hidden, const StepPlan& plan, const StepRows& sr);
 
   RankEnv env_;

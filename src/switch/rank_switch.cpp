@@ -12,10 +12,8 @@ RankSwitch::RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule
       page_size_(page_size),
       moves_(kv_moves_for_rank(schedule.from, schedule.to, env.ranks(), env.rank(), schedule.live)),
       events_(weights.layers.size()),
-      in_flight_(weights.layers.size()) {}
-
-int32_t RankSwitch::slot(const std::vector<int32_t>& table, int64_t index) const {
-  return table[index / page_size_] * page_size_ + static_cast<int32_t>(index % page_size_);
+      in_flight_(weights.layers.size()) {
+  if (!sched_.ranks[env.rank()].empty()) number_moves();
 }
 
 void RankSwitch::transfer_layer(int layer) {
@@ -79,40 +77,79 @@ void RankSwitch::switch_weights(int layer, Stream s) {
   a.heads = to;
 }
 
-void RankSwitch::move_kv(int layer, Stream s) {
-  Backend& be = env_.be;
+// Numbers every move once along the concatenation of the live requests' page tables (their lengths
+// are the same in every layer), so each layer only maps these numbers through its own pages.
+void RankSwitch::number_moves() {
   const int T = env_.ranks();
+  const RankLayerSwitch& rs0 = sched_.ranks[env_.rank()][0];
+  std::vector<int32_t> src_base(rs0.src.size()), dst_base(rs0.dst.size());
+  for (size_t r = 1; r < src_base.size(); ++r) {
+    src_base[r] = src_base[r - 1] + static_cast<int32_t>(rs0.src[r - 1].size() * page_size_);
+    dst_base[r] = dst_base[r - 1] + static_cast<int32_t>(rs0.dst[r - 1].size() * page_size_);
+  }
+  std::vector<int32_t> send, recv, local_src, local_dst;
+  send_counts_.assign(static_cast<size_t>(T), 0);
+  recv_counts_.assign(static_cast<size_t>(T), 0);
   const int64_t W = env_.cfg.latent_dim();
-  const RankLayerSwitch& rs = sched_.ranks[env_.rank()][layer];
-  std::vector<int32_t> send_slots, recv_slots, local_src, local_dst;
-  std::vector<int64_t> send_counts(static_cast<size_t>(T)), recv_counts(static_cast<size_t>(T));
   for (int j = 0; j < T; ++j) {
-    for (const KvMoveEntry& e : moves_.send[j]) send_slots.push_back(slot(rs.src[e.request], e.src_index));
-    for (const KvMoveEntry& e : moves_.recv[j]) recv_slots.push_back(slot(rs.dst[e.request], e.dst_index));
-    send_counts[j] = static_cast<int64_t>(moves_.send[j].size()) * W;
-    recv_counts[j] = static_cast<int64_t>(moves_.recv[j].size()) * W;
+    for (const KvMoveEntry& e : moves_.send[j]) send.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
+    for (const KvMoveEntry& e : moves_.recv[j]) recv.push_back(dst_base[e.request] + static_cast<int32_t>(e.dst_index));
+    send_counts_[j] = static_cast<int64_t>(moves_.send[j].size()) * W;
+    recv_counts_[j] = static_cast<int64_t>(moves_.recv[j].size()) * W;
   }
   for (const KvMoveEntry& e : moves_.local)
-    if (!rs.in_place[e.request]) {
-      local_src.push_back(slot(rs.src[e.request], e.src_index));
-      local_dst.push_back(slot(rs.dst[e.request], e.dst_index));
+    if (!rs0.in_place[e.request]) {
+      local_src.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
+      local_dst.push_back(dst_base[e.request] + static_cast<int32_t>(e.dst_index));
     }
-  if (!local_src.empty()) {  // repack what this rank keeps into the destination's pages
-    Tensor tmp = be.empty(env_.kv_pool.dtype(), {static_cast<int64_t>(local_src.size()), W});
-    be.gather_latents(tmp, env_.kv_pool, upload_i32(be, local_src));
-    be.store_latents(env_.kv_pool, tmp, upload_i32(be, local_dst));
-  }
-  const Primitive kp = kv_primitive(sched_.from, sched_.to, T);
-  if (kp != Primitive::AllGather && kp != Primitive::AllToAll) return;  // the same on every rank
-  // Gathering and storing run on the compute stream, the exchange on the transfer stream: events order them.
-  Tensor send = be.empty(env_.kv_pool.dtype(), {static_cast<int64_t>(send_slots.size()), W});
-  Tensor recv = be.empty(env_.kv_pool.dtype(), {static_cast<int64_t>(recv_slots.size()), W});
-  if (!send_slots.empty()) be.gather_latents(send, env_.kv_pool, upload_i32(be, send_slots));
+  Backend& be = env_.be;
+  send_v_ = upload_i32(be, send);
+  recv_v_ = upload_i32(be, recv);
+  local_src_v_ = upload_i32(be, local_src);
+  local_dst_v_ = upload_i32(be, local_dst);
+}
+
+void RankSwitch::move_kv(int layer, Stream s) {
+  Backend& be = env_.be;
+  const int64_t W = env_.cfg.latent_dim();
+  const RankLayerSwitch& rs = sched_.ranks[env_.rank()][layer];
+  SPLASH_CHECK(rs.in_place == sched_.ranks[env_.rank()][0].in_place, "layer {} keeps other requests in place", layer);
+  const Primitive kp = kv_primitive(sched_.from, sched_.to, env_.ranks());
+  const bool exchange = kp == Primitive::AllGather || kp == Primitive::AllToAll;  // the same on every rank
+  const int64_t n_local = local_src_v_.numel(), n_send = send_v_.numel(), n_recv = recv_v_.numel();
+  if (n_local == 0 && !exchange) return;
+  auto flat = [](const std::vector<std::vector<int32_t>>& tables) {
+    std::vector<int32_t> f;
+    for (const auto& t : tables) f.insert(f.end(), t.begin(), t.end());
+    return f;
+  };
+  // Buffers and page lists come from the compute stream's arena; everything after the wait below runs on
+  // the transfer stream, beside the computation of the previous layer. They stay alive (in_flight_)
+  // until the compute stream has waited for this layer, so their stream-ordered frees come after.
+  const DType dt = env_.kv_pool.dtype();
+  Tensor src_pages = upload_i32(be, flat(rs.src)), dst_pages = upload_i32(be, flat(rs.dst));
+  Tensor local_src = be.empty(DType::I32, {n_local}), local_dst = be.empty(DType::I32, {n_local});
+  Tensor send_slots = be.empty(DType::I32, {n_send}), recv_slots = be.empty(DType::I32, {n_recv});
+  Tensor tmp = be.empty(dt, {n_local, W}), send = be.empty(dt, {n_send, W}), recv = be.empty(dt, {n_recv, W});
+  in_flight_[layer].insert(in_flight_[layer].end(),
+                           {src_pages, dst_pages, local_src, local_dst, send_slots, recv_slots, tmp, send, recv});
   be.wait(s, be.record(be.compute_stream()));
-  env_.transfer_comm.all_to_all_v(send, send_counts, recv, recv_counts, s);
-  be.wait(be.compute_stream(), be.record(s));
-  in_flight_[layer].push_back(send);
-  if (!recv_slots.empty()) be.store_latents(env_.kv_pool, recv, upload_i32(be, recv_slots));
+  if (n_local > 0) {  // repack what this rank keeps into the destination's pages
+    be.map_page_slots(local_src, local_src_v_, src_pages, page_size_, s);
+    be.map_page_slots(local_dst, local_dst_v_, dst_pages, page_size_, s);
+    be.gather_latents(tmp, env_.kv_pool, local_src, s);
+    be.store_latents(env_.kv_pool, tmp, local_dst, s);
+  }
+  if (!exchange) return;
+  if (n_send > 0) {
+    be.map_page_slots(send_slots, send_v_, src_pages, page_size_, s);
+    be.gather_latents(send, env_.kv_pool, send_slots, s);
+  }
+  env_.transfer_comm.all_to_all_v(send, send_counts_, recv, recv_counts_, s);
+  if (n_recv > 0) {
+    be.map_page_slots(recv_slots, recv_v_, dst_pages, page_size_, s);
+    be.store_latents(env_.kv_pool, recv, recv_slots, s);
+  }
 }
 
 }  // namespace splash

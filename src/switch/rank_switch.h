@@ -24,13 +24,16 @@ class RankSwitch {
  private:
   void switch_weights(int layer, Stream s);
   void move_kv(int layer, Stream s);
-  int32_t slot(const std::vector<int32_t>& table, int64_t index) const;
+  void number_moves();
 
   RankEnv& env_;
   ModelWeights& weights_;
   const SwitchSchedule& sched_;
   int page_size_;
   RankKvMoves moves_;
+  // This rank's moves numbered along the concatenated page tables (see number_moves), on the device.
+  Tensor send_v_, recv_v_, local_src_v_, local_dst_v_;
+  std::vector<int64_t> send_counts_, recv_counts_;
   std::vector<Event> events_;
   // Tensors a layer's transfer still reads (old shards, staging buffers): freed only once the compute
   // stream has waited for that transfer, since the arena frees in compute-stream order.

@@ -411,6 +411,54 @@ TEST_F(CudaOps, MoeExpertsGroupsRowsByExpert) {
   expect_close(out2, ref2, kBf16Tol, "moe_experts 32 experts");
 }
 
+// Decode batches (N <= 16) take the GEMV kernels, which read only the busy experts' weights.
+TEST_F(CudaOps, MoeExpertsFewRowsMatchReference) {
+  struct Case {
+    const char* name;
+    int64_t E_total, E_local, k, d, I;
+    int expert_begin;
+    std::vector<DType> dtypes;
+  };
+  const Case cases[] = {
+      // DeepSeek-V2-Lite's fan-out (d, I a quarter of 2048, 1408): 64 local experts of 72 from index
+      // 8; local expert 5 is never chosen; every 5th token (from the third) picks only experts below 8.
+      {"V2-Lite-like", 72, 64, 6, 512, 352, 8, {DType::BF16}},
+      // d, I multiples of 8 but not of 256 (part tiles, lanes idle in the last step); expert 0 takes
+      // every token (16 rows at N = 16: two passes of 8), expert 7 none.
+      {"d=520 I=88", 8, 8, 6, 520, 88, 0, {DType::BF16, DType::F16, DType::F32}},
+  };
+  for (const Case& c : cases) {
+    const int idle = c.expert_begin + (c.E_local == 64 ? 5 : 7);
+    Tensor gu = rand({c.E_local, 2 * c.I, c.d}, -0.2f, 0.2f), dn = rand({c.E_local, c.d, c.I}, -0.2f, 0.2f);
+    for (DType dt : c.dtypes) {
+      const Weight gu_d{dev(gu, dt)}, dn_d{dev(dn, dt)};
+      for (int64_t N : {1, 3, 8, 16}) {
+        std::vector<int32_t> ids;
+        for (int64_t n = 0; n < N; ++n) {
+          std::vector<int32_t> pool;
+          const bool remote_only = c.expert_begin > 0 && n % 5 == 2;
+          const int32_t first = c.expert_begin > 0 ? 0 : 1;  // expert 0 is always chosen when expert_begin = 0
+          for (int32_t e = first; e < (remote_only ? c.expert_begin : c.E_total); ++e)
+            if (e != idle) pool.push_back(e);
+          std::shuffle(pool.begin(), pool.end(), rng_);
+          if (first == 1) pool.insert(pool.begin(), 0);
+          ids.insert(ids.end(), pool.begin(), pool.begin() + c.k);
+        }
+        Tensor ids_h = cpu_tensor(DType::I32, {N, c.k});
+        std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+        Tensor w = rand({N, c.k}, 0.1f, 1.0f), x = rand({N, c.d}), init = rand({N, c.d});
+        Tensor out = dev(init, dt);
+        gpu().moe_experts(out, dev(x, dt), gpu().upload(ids_h, DType::I32), dev(w, DType::F32), gu_d, dn_d,
+                          c.expert_begin);
+        Tensor ref = cpu_.to_host_f32(init);
+        cpu_.moe_experts(ref, x, ids_h, w, Weight{gu}, Weight{dn}, c.expert_begin);
+        expect_close(out, ref, dt == DType::F32 ? kF32Tol : kBf16Tol,
+                     std::string(c.name) + " " + std::string(dtype_name(dt)) + " N=" + std::to_string(N));
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, AttentionAbsorbedExpandedAndMerge) {
   // The fixture's shapes: C = 64, d_r = 16, d_n = d_v = 32.
   const int64_t H = 8, C = 64, dn = 32, dr = 16, dv = 32, W = C + dr, T = 150, page = 16, N = 4;
@@ -526,6 +574,32 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
     report("silu_mul 4096x2048", time_ms(50, [&] { gpu().silu_mul(h, gu); }), 3.0 * 2 * N * 2048, "GB/s");
     Tensor big = cpu_tensor(DType::BF16, {N, d});
     report("copy host->device 58 MB (pageable)", time_ms(5, [&] { gpu().copy(y, big); }), 2.0 * N * d, "GB/s");
+  }
+  // Decode-sized routed experts of DeepSeek-V2-Lite (64 experts, top-6, d = 2048, I = 1408): the rate
+  // counts the busy experts' weights only, the bytes a decode step must read (H200 copies ~4.2 TB/s).
+  {
+    const int64_t E = 64, d = 2048, I = 1408, k = 6;
+    Tensor gu = dev_rand({E, 2 * I, d}, 0.02f), dn = dev_rand({E, d, I}, 0.02f);
+    for (int64_t N : {1, 8, 16}) {
+      std::vector<int32_t> ids;
+      std::vector<bool> busy(E, false);
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<int32_t> pool(E);
+        std::iota(pool.begin(), pool.end(), 0);
+        std::shuffle(pool.begin(), pool.end(), rng_);
+        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+        for (int64_t j = 0; j < k; ++j) busy[pool[j]] = true;
+      }
+      const int64_t n_busy = std::count(busy.begin(), busy.end(), true);
+      Tensor ids_h = cpu_tensor(DType::I32, {N, k});
+      std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+      Tensor ids_d = gpu().upload(ids_h, DType::I32), w = dev(rand({N, k}, 0.1f, 1.0f), DType::F32);
+      Tensor x = dev_rand({N, d}, 1), out = gpu().empty(DType::BF16, {N, d});
+      gpu().fill_zero(out);
+      const double ms = time_ms(50, [&] { gpu().moe_experts(out, x, ids_d, w, Weight{gu}, Weight{dn}, 0); });
+      report("moe_experts E=64 N=" + std::to_string(N) + " k=6 busy=" + std::to_string(n_busy), ms,
+             2.0 * n_busy * 3 * I * d, "GB/s (busy weights)");
+    }
   }
   // Routed experts of one EP=8 rank of DeepSeek-V3: 32 local experts, d = 7168, I = 2048.
   const int64_t E = 32, d = 7168, I = 2048, k = 8;

@@ -227,10 +227,15 @@ TEST_P(ModelShapes, DenseMlpAndResidual) {
 
 INSTANTIATE_TEST_SUITE_P(Lengths, ModelShapes, ::testing::Values(1, 5, 17, 64, 200, 600));
 
-// Whole prompts through the model, one at a time, on both backends: where the logits part ways.
+// Whole prompts through the model, one at a time, on both backends, with the reference's expert
+// choices replayed on both: the fixture's random router is nearly tied, so bf16 noise would flip
+// choices (tests/unit/test_routing_margins.cpp) and hide the arithmetic this test compares. The router
+// itself is compared on identical inputs in test_routing.cpp.
 TEST(ModelOnGpu, PromptLogitsAgreeWithCpu) {
   if (!gpu()) GTEST_SKIP() << "no CUDA device";
   const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
+  const ModelSource fixture = open_model(kFixture);
+  const RoutingReplay replay = reference_routing_replay(fixture.config, *fixture.weights, ref);
   for (AttnForm form : {AttnForm::Expanded, AttnForm::Absorbed}) {
     std::vector<std::vector<float>> logits[2];
     for (int b = 0; b < 2; ++b) {
@@ -246,6 +251,7 @@ TEST(ModelOnGpu, PromptLogitsAgreeWithCpu) {
         plan.form = form;
         plan.all_logits = true;
         plan.kv = &group.kv();
+        plan.routing_replay = &replay;
         plan.seqs.push_back({static_cast<int64_t>(i), 0, 0, static_cast<int64_t>(p.ids.size()), true});
         plan.tokens = p.ids;
         ASSERT_TRUE(group.kv().grow(static_cast<int64_t>(i), 0, static_cast<int64_t>(p.ids.size()), plan.layout));
@@ -265,15 +271,15 @@ TEST(ModelOnGpu, PromptLogitsAgreeWithCpu) {
         }
         errs.push_back(d / s);
       }
-      // bf16 against f32: the typical position within bf16 error; isolated positions may differ more
-      // where a near-tied expert choice flips (the fixture's random router is nearly tied), so they
-      // are counted, not asserted.
-      const int64_t beyond = std::count_if(errs.begin(), errs.end(), [](double e) { return e > 3e-2; });
+      // bf16 against f32 with the same expert choices: every position within bf16 error (measured
+      // 3.4e-2 at most on an H200, median 1.5e-2; docs/gpu-results.md).
+      const double worst = *std::max_element(errs.begin(), errs.end());
       std::nth_element(errs.begin(), errs.begin() + L / 2, errs.end());
-      EXPECT_LT(errs[L / 2], 2e-2) << ref.prompts[i].name << (form == AttnForm::Expanded ? " expanded" : " absorbed");
-      std::printf("%s %s: median %.3e, %lld of %lld positions beyond 3e-2\n", ref.prompts[i].name.c_str(),
-                  form == AttnForm::Expanded ? "expanded" : "absorbed", errs[L / 2], static_cast<long long>(beyond),
-                  static_cast<long long>(L));
+      const char* fname = form == AttnForm::Expanded ? "expanded" : "absorbed";
+      EXPECT_LT(worst, 5e-2) << ref.prompts[i].name << " " << fname;
+      EXPECT_LT(errs[L / 2], 2e-2) << ref.prompts[i].name << " " << fname;
+      std::printf("%s %s: median %.3e, max %.3e over %lld positions\n", ref.prompts[i].name.c_str(), fname,
+                  errs[L / 2], worst, static_cast<long long>(L));
     }
   }
 }

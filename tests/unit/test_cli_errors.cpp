@@ -2,12 +2,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+
+#include "run_binary.h"
 
 namespace splash {
 namespace {
@@ -15,20 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(SPLASH_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+using Result = test::RunResult;
+Result run(const std::string& args) { return test::run_splash(args); }
 
 // A copy of the fixture checkpoint in a fresh temp dir, for corrupting.
 fs::path fixture_copy(const std::string& name) {
@@ -124,6 +113,15 @@ TEST(CliGenerate, BadLinesFailAloneAndNameTheirLine) {
   EXPECT_THAT(lines[4]["error"].get<std::string>(), HasSubstr("no tokenizer"));
   EXPECT_EQ(lines[5]["output_ids"].size(), 2u);
   EXPECT_EQ(lines[5]["finish_reason"], "length");
+}
+
+// The step loop runs in one process: SGLang's multi-node flags are refused, not half-obeyed.
+TEST(CliErrors, SeveralNodesAreRefusedByEveryEngineCommand) {
+  for (const char* cmd : {"check", "generate", "serve"}) {
+    Result r = run(std::string(cmd) + " --nnodes 2 --node-rank 1 --dist-init-addr 127.0.0.1:29500");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_THAT(r.output, HasSubstr("multi-node serving is not implemented yet")) << cmd;
+  }
 }
 
 }  // namespace

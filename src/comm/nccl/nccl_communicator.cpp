@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace splash {
@@ -109,14 +111,42 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(int ranks, const std::vector<Stream>& default_streams) {
-  std::vector<ncclComm_t> comms(static_cast<size_t>(ranks));
-  std::vector<int> devices(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) devices[r] = r;
-  SPLASH_NCCL_CHECK(ncclCommInitAll(comms.data(), ranks, devices.data()));
+std::string new_nccl_group_id() {
+  ncclUniqueId id;
+  SPLASH_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& group_id, int nnodes, int node_rank,
+                                                           const std::vector<Stream>& default_streams) {
+  ncclUniqueId id;
+  if (group_id.size() != sizeof id.internal)
+    fail("an NCCL group id has {} bytes, not {} (processes built against different NCCL versions?)", group_id.size(),
+         sizeof id.internal);
+  std::memcpy(id.internal, group_id.data(), sizeof id.internal);
+  const int local = static_cast<int>(default_streams.size());
+  const int size = nnodes * local;
+  std::vector<ncclComm_t> comms(static_cast<size_t>(local));
+  // Several ranks of one thread initialise together in a group call (else each would wait for the
+  // next); each on its own device, so the caller's current device is restored afterwards.
+  int caller_device = 0;
+  cudaGetDevice(&caller_device);
+  SPLASH_NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < local; ++i) {
+    if (cudaSetDevice(i) != cudaSuccess) fail("NCCL group: cannot select CUDA device {} for local rank {}", i, i);
+    SPLASH_NCCL_CHECK(ncclCommInitRank(&comms[i], size, id, node_rank * local + i));
+  }
+  SPLASH_NCCL_CHECK(ncclGroupEnd());
+  cudaSetDevice(caller_device);
   std::vector<std::unique_ptr<Communicator>> out;
-  for (int r = 0; r < ranks; ++r) out.push_back(std::make_unique<NcclCommunicator>(comms[r], r, ranks, default_streams[r]));
+  for (int i = 0; i < local; ++i)
+    out.push_back(std::make_unique<NcclCommunicator>(comms[i], node_rank * local + i, size, default_streams[i]));
   return out;
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(int ranks, const std::vector<Stream>& default_streams) {
+  SPLASH_CHECK(static_cast<int>(default_streams.size()) == ranks, "{} streams for {} ranks", default_streams.size(), ranks);
+  return make_nccl_group(new_nccl_group_id(), 1, 0, default_streams);
 }
 
 }  // namespace splash

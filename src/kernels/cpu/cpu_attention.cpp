@@ -36,7 +36,7 @@ const float* pool_slot(const Tensor& pool, int64_t slot) {
 
 }  // namespace
 
-void CpuBackend::store_latents(Tensor pool, Tensor latent, Tensor slots) {
+void CpuBackend::store_latents(Tensor pool, Tensor latent, Tensor slots, Stream) {
   cpu::require_f32(pool, "latent pool");
   const int64_t W = pool.size(2);
   SPLASH_CHECK(latent.size(1) == W, "store_latents: latent {} vs pool {}", latent.shape_str(), pool.shape_str());
@@ -48,12 +48,23 @@ void CpuBackend::store_latents(Tensor pool, Tensor latent, Tensor slots) {
   }
 }
 
-void CpuBackend::gather_latents(Tensor out, Tensor pool, Tensor slots) {
+void CpuBackend::gather_latents(Tensor out, Tensor pool, Tensor slots, Stream) {
   const int64_t W = pool.size(2);
   for (int64_t n = 0; n < out.size(0); ++n) {
     int32_t s = slots.ptr<int32_t>()[n];
     SPLASH_CHECK(s >= 0 && s < slot_count(pool), "slot {} beyond the pool", s);
     std::memcpy(cpu::row(out, n), pool_slot(pool, s), sizeof(float) * W);
+  }
+}
+
+void CpuBackend::map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream) {
+  SPLASH_CHECK(slots.numel() == v.numel(), "map_page_slots: {} slots for {} positions", slots.numel(), v.numel());
+  const int32_t* vp = v.ptr<int32_t>();
+  const int32_t* pp = pages.ptr<int32_t>();
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    SPLASH_CHECK(vp[i] >= 0 && vp[i] / page_size < pages.numel(), "map_page_slots: position {} beyond {} pages", vp[i],
+                 pages.numel());
+    slots.ptr<int32_t>()[i] = pp[vp[i] / page_size] * page_size + vp[i] % page_size;
   }
 }
 

@@ -1,6 +1,9 @@
 #pragma once
 // The reference backend: f32 compute with plain loops, obviously correct rather than fast. Every GPU
 // kernel is tested against it. Streams and events complete at once.
+#include <limits>
+#include <vector>
+
 #include "core/backend.h"
 
 namespace splash {
@@ -29,8 +32,9 @@ class CpuBackend : public Backend {
   void gather_rows(Tensor out, Tensor in, Tensor rows) override;
   void scatter_rows(Tensor out, Tensor in, Tensor rows) override;
 
-  void store_latents(Tensor pool, Tensor latent, Tensor slots) override;
-  void gather_latents(Tensor out, Tensor pool, Tensor slots) override;
+  void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s = {}) override;
+  void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s = {}) override;
+  void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s = {}) override;
   void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                           Tensor row_kv_start, Tensor row_kv_len, float scale) override;
@@ -49,6 +53,17 @@ void require_f32(const Tensor& t, const char* what);
 void require_rows(const Tensor& t, const char* what);  // 2-D, last dim contiguous
 // 8-way unrolled dot product: a fixed summation order keeps results independent of the batch.
 float dot(const float* a, const float* b, int64_t n);
+
+// One row's routing: chosen experts (in choice order), their weights, and the slack: the largest
+// delta such that moving every biased choice score by less than delta cannot change the chosen set
+// (half the expert gap; a quarter of the group gap for top-2 group sums). Infinite when nothing
+// competes.
+struct RoutedRow {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  float slack = std::numeric_limits<float>::infinity();
+};
+RoutedRow route_row(const float* logits, const float* bias, int E, const MoeRouting& r);
 }  // namespace cpu
 
 }  // namespace splash

@@ -23,43 +23,58 @@ std::vector<int> top_indices(const std::vector<float>& v, int k) {
 
 }  // namespace
 
+namespace cpu {
+
+RoutedRow route_row(const float* l, const float* bias, int E, const MoeRouting& r) {
+  const int per_group = E / r.n_group;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> scores(E), choice(E), group_score(r.n_group);
+  if (r.sigmoid) {
+    for (int e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-l[e]));
+  } else {
+    float mx = *std::max_element(l, l + E);
+    double sum = 0;
+    for (int e = 0; e < E; ++e) sum += std::exp(static_cast<double>(l[e] - mx));
+    for (int e = 0; e < E; ++e) scores[e] = static_cast<float>(std::exp(static_cast<double>(l[e] - mx)) / sum);
+  }
+  for (int e = 0; e < E; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+  RoutedRow out;
+  if (r.grouped && r.topk_group < r.n_group) {
+    for (int g = 0; g < r.n_group; ++g) {
+      std::vector<float> in(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+      std::sort(in.begin(), in.end(), std::greater<float>());
+      group_score[g] = r.group_by_top2_sum ? in[0] + (per_group > 1 ? in[1] : 0.0f) : in[0];
+    }
+    const std::vector<int> ranked = top_indices(group_score, r.n_group);
+    // A group score moves by up to 2 delta when each choice score moves by delta (top-2 sums).
+    const float per_score = r.group_by_top2_sum && per_group > 1 ? 4.0f : 2.0f;
+    out.slack = (group_score[ranked[r.topk_group - 1]] - group_score[ranked[r.topk_group]]) / per_score;
+    for (int j = r.topk_group; j < r.n_group; ++j)
+      for (int e = ranked[j] * per_group; e < (ranked[j] + 1) * per_group; ++e) choice[e] = -inf;
+  }
+  const std::vector<int> ranked = top_indices(choice, E);
+  if (r.top_k < E && choice[ranked[r.top_k]] > -inf)
+    out.slack = std::min(out.slack, (choice[ranked[r.top_k - 1]] - choice[ranked[r.top_k]]) / 2.0f);
+  float sum = 0;
+  for (int j = 0; j < r.top_k; ++j) sum += scores[ranked[j]];
+  for (int j = 0; j < r.top_k; ++j) {
+    float w = scores[ranked[j]];
+    if (r.norm_topk_prob) w /= (sum + 1e-20f);
+    out.ids.push_back(ranked[j]);
+    out.weights.push_back(w * r.routed_scaling_factor);
+  }
+  return out;
+}
+
+}  // namespace cpu
+
 void CpuBackend::moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) {
   cpu::require_f32(logits, "router logits");
-  const int64_t N = logits.size(0);
-  const int E = static_cast<int>(logits.size(1)), per_group = E / r.n_group;
-  std::vector<float> scores(E), choice(E), group_score(r.n_group);
-  for (int64_t n = 0; n < N; ++n) {
-    const float* l = cpu::row(logits, n);
-    if (r.sigmoid) {
-      for (int e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-l[e]));
-    } else {
-      float mx = *std::max_element(l, l + E);
-      double sum = 0;
-      for (int e = 0; e < E; ++e) sum += std::exp(static_cast<double>(l[e] - mx));
-      for (int e = 0; e < E; ++e) scores[e] = static_cast<float>(std::exp(static_cast<double>(l[e] - mx)) / sum);
-    }
-    for (int e = 0; e < E; ++e) choice[e] = scores[e] + (bias.defined() ? bias.ptr<float>()[e] : 0.0f);
-    if (r.grouped && r.topk_group < r.n_group) {
-      for (int g = 0; g < r.n_group; ++g) {
-        std::vector<float> in(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
-        std::sort(in.begin(), in.end(), std::greater<float>());
-        group_score[g] = r.group_by_top2_sum ? in[0] + (per_group > 1 ? in[1] : 0.0f) : in[0];
-      }
-      std::vector<int> kept = top_indices(group_score, r.topk_group);
-      std::vector<bool> keep(r.n_group, false);
-      for (int g : kept) keep[g] = true;
-      for (int e = 0; e < E; ++e)
-        if (!keep[e / per_group]) choice[e] = -std::numeric_limits<float>::infinity();
-    }
-    std::vector<int> chosen = top_indices(choice, r.top_k);
-    float sum = 0;
-    for (int e : chosen) sum += scores[e];
-    for (int j = 0; j < r.top_k; ++j) {
-      float w = scores[chosen[j]];
-      if (r.norm_topk_prob) w /= (sum + 1e-20f);
-      topk_ids.ptr<int32_t>()[n * r.top_k + j] = chosen[j];
-      topk_w.ptr<float>()[n * r.top_k + j] = w * r.routed_scaling_factor;
-    }
+  const int E = static_cast<int>(logits.size(1));
+  for (int64_t n = 0; n < logits.size(0); ++n) {
+    const cpu::RoutedRow row = cpu::route_row(cpu::row(logits, n), bias.defined() ? bias.ptr<float>() : nullptr, E, r);
+    std::copy(row.ids.begin(), row.ids.end(), topk_ids.ptr<int32_t>() + n * r.top_k);
+    std::copy(row.weights.begin(), row.weights.end(), topk_w.ptr<float>() + n * r.top_k);
   }
 }
 

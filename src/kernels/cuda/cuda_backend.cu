@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/op_profiler.cuh"
 
 namespace splash {
 
@@ -66,7 +67,9 @@ void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
 
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return cuda::with_op_profile(std::make_unique<cuda::CudaBackend>(device));
+}
 
 size_t cuda_bytes_in_use(const Backend& be) {
   const auto* cb = dynamic_cast<const cuda::CudaBackend*>(&be);

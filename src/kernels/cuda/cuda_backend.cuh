@@ -70,8 +70,9 @@ class CudaBackend final : public Backend {
   void gather_rows(Tensor out, Tensor in, Tensor rows) override;
   void scatter_rows(Tensor out, Tensor in, Tensor rows) override;
 
-  void store_latents(Tensor pool, Tensor latent, Tensor slots) override;
-  void gather_latents(Tensor out, Tensor pool, Tensor slots) override;
+  void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s = {}) override;
+  void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s = {}) override;
+  void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s = {}) override;
   void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                           Tensor row_kv_start, Tensor row_kv_len, float scale) override;
@@ -101,6 +102,8 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<DeviceContext> ctx_;
   std::unique_ptr<HostStaging> staging_;
+  std::shared_ptr<void> pinned_buffer(size_t bytes);  // nullptr: none free (use pageable memory)
+  std::vector<std::pair<size_t, std::shared_ptr<void>>> pinned_;
   std::unique_ptr<Blas> blas_;
   // Event handles are plain values with no release call in the interface, so record() cycles through
   // a fixed ring: a handle stays valid for the next kEvents records.

@@ -51,12 +51,13 @@ __device__ float block_sum(float v) {
 }
 
 // One block per row. Every thread reads its elements of the row before the reduction's barrier and
-// writes only those afterwards, so out may alias x.
-template <typename T, int V>
-__global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t x_stride, const float* w, int64_t d,
+// writes only those afterwards, so out may alias x. Out may have another dtype than x (the router
+// reads an f32 normed hidden state).
+template <typename TO, typename TX, int V>
+__global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, const float* w, int64_t d,
                                 float eps) {
-  const T* xr = x + blockIdx.x * x_stride;
-  T* orow = out + blockIdx.x * out_stride;
+  const TX* xr = x + blockIdx.x * x_stride;
+  TO* orow = out + blockIdx.x * out_stride;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
     float f[V];
@@ -223,17 +224,20 @@ void CudaBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
   require_rows(out, "rms_norm out");
   require_rows(x, "rms_norm x");
   SPLASH_CHECK(weight.dtype() == DType::F32 && weight.is_contiguous(), "rms_norm weight must be contiguous F32");
-  SPLASH_CHECK(out.same_shape(x) && out.dtype() == x.dtype() && weight.numel() == x.size(1),
-               "rms_norm: out {} x {} weight {}", out.shape_str(), x.shape_str(), weight.shape_str());
+  SPLASH_CHECK(out.same_shape(x) && weight.numel() == x.size(1), "rms_norm: out {} x {} weight {}", out.shape_str(),
+               x.shape_str(), weight.shape_str());
   const int64_t N = x.size(0), d = x.size(1);
   if (N == 0) return;
   const int V = vec_width(d, {&out, &x, &weight});
   const int threads = static_cast<int>(std::clamp<int64_t>((d / V + 31) / 32 * 32, 32, 512));
-  dispatch_float(x.dtype(), "rms_norm", [&](auto t) {
-    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
-      using T = typename decltype(t)::type;
-      rms_norm_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
-          out.ptr<T>(), out.stride(0), x.ptr<T>(), x.stride(0), weight.ptr<float>(), d, eps);
+  dispatch_float(out.dtype(), "rms_norm out", [&](auto to) {
+    dispatch_float(x.dtype(), "rms_norm x", [&](auto tx) {
+      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+        using TO = typename decltype(to)::type;
+        using TX = typename decltype(tx)::type;
+        rms_norm_kernel<TO, TX, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
+            out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), weight.ptr<float>(), d, eps);
+      });
     });
   });
   SPLASH_CUDA_LAUNCHED();
@@ -323,7 +327,7 @@ void CudaBackend::scatter_rows(Tensor out, Tensor in, Tensor rows) {
                ctx_->compute);
 }
 
-void CudaBackend::store_latents(Tensor pool, Tensor latent, Tensor slots) {
+void CudaBackend::store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s) {
   require_rows(latent, "store_latents latent");
   require_device(slots, "store_latents slots");
   const int64_t W = pool.size(2);
@@ -332,10 +336,10 @@ void CudaBackend::store_latents(Tensor pool, Tensor latent, Tensor slots) {
                "store_latents: pool {} latent {} slots {}", pool.shape_str(), latent.shape_str(), slots.shape_str());
   const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
   indexed_copy(pool, slots, pool.size(0) * pool.size(1), W * es, latent, {}, latent.size(0), row_stride_bytes(latent),
-               latent.size(0), W * es, true, kErrSlot, errors(), ctx_->compute);
+               latent.size(0), W * es, true, kErrSlot, errors(), stream_of(s));
 }
 
-void CudaBackend::gather_latents(Tensor out, Tensor pool, Tensor slots) {
+void CudaBackend::gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s) {
   require_rows(out, "gather_latents out");
   require_device(slots, "gather_latents slots");
   const int64_t W = pool.size(2);
@@ -344,7 +348,32 @@ void CudaBackend::gather_latents(Tensor out, Tensor pool, Tensor slots) {
                "gather_latents: out {} pool {} slots {}", out.shape_str(), pool.shape_str(), slots.shape_str());
   const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
   indexed_copy(out, {}, out.size(0), row_stride_bytes(out), pool, slots, pool.size(0) * pool.size(1), W * es,
-               out.size(0), W * es, false, kErrSlot, errors(), ctx_->compute);
+               out.size(0), W * es, false, kErrSlot, errors(), stream_of(s));
+}
+
+__global__ void map_page_slots_kernel(int32_t* slots, const int32_t* v, int64_t n, const int32_t* pages,
+                                      int64_t n_pages, int page_size, int* err) {
+  GRID_STRIDE(i, n) {
+    const int32_t x = v[i];
+    if (x < 0 || x / page_size >= n_pages) {
+      report(err, kErrSlot, x);
+      slots[i] = -1;
+      continue;
+    }
+    slots[i] = pages[x / page_size] * page_size + x % page_size;
+  }
+}
+
+void CudaBackend::map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s) {
+  require_device(slots, "map_page_slots slots");
+  require_device(v, "map_page_slots positions");
+  require_device(pages, "map_page_slots pages");
+  SPLASH_CHECK(slots.dtype() == DType::I32 && v.dtype() == DType::I32 && pages.dtype() == DType::I32 &&
+                   slots.numel() == v.numel(),
+               "map_page_slots: slots {} positions {} pages {}", slots.shape_str(), v.shape_str(), pages.shape_str());
+  if (v.numel() == 0) return;
+  map_page_slots_kernel<<<grid_for(v.numel(), 256), 256, 0, stream_of(s)>>>(
+      slots.ptr<int32_t>(), v.ptr<int32_t>(), v.numel(), pages.ptr<int32_t>(), pages.numel(), page_size, errors());
 }
 
 }  // namespace splash::cuda

@@ -1,8 +1,9 @@
 // MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
 // index, as the CPU reference) and the routed experts: entries are grouped by expert with a stable
-// radix sort, the experts' GEMMs run as one grouped cuBLAS call (or one cuBLASLt GEMM per busy expert
-// when experts have many rows), and the weighted results are added back per row in expert order, the
-// reference's order of accumulation. Never one GEMM per token.
+// radix sort; the experts run as batched GEMVs over the busy experts (a few rows each), a padded
+// strided-batched GEMM (decode-sized batches), or one grouped cuBLAS call (or one cuBLASLt GEMM per
+// busy expert when experts have many rows); the weighted results are added back per row in expert
+// order, the reference's order of accumulation. Never one GEMM per token.
 #include "kernels/cuda/cuda_check.cuh"
 #include <cub/device/device_radix_sort.cuh>
 
@@ -14,11 +15,27 @@
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
 
 namespace splash::cuda {
 namespace {
 
 constexpr int64_t kPerExpertRows = 96;  // average rows per busy expert from which GEMMs go one by one
+// Up to kGemvRowsMax rows (every expert then has at most N rows) take the GEMV kernels (moe_gemv.cu):
+// they read only the busy experts' weights, with no host synchronisation, so at any E_local they read
+// no more than the padded layout below. Bound: each weight element costs one f32 FMA per row of its
+// expert on the CUDA cores; H200's ~33 TFMA/s against 4.8 TB/s of bf16 weights (2.4 T elements/s)
+// stays memory-bound up to ~14 rows, beyond which the tensor-core GEMMs win. Rows usually spread over
+// several experts (N = 16, top-6 of 64: ~2 rows per busy expert), so 16 is still on the safe side.
+constexpr int64_t kGemvRowsMax = 16;
+// Larger decode-sized batches (E_local x N rows at most kPaddedRowsMax) take the padded layout: every local
+// expert gets N rows (no token picks an expert twice), so the GEMM sizes are known on the host without
+// reading the routing back: no host synchronisation inside the step, one strided batched GEMM per
+// projection. The padding costs E_local / k times the useful FLOPs, cheap while the step is bound by
+// reading expert weights; it reads every local expert's weights, also those no token chose (measured on
+// H200 with DeepSeek-V2-Lite at B = 8: still twice as fast as reading the counts back and running a
+// grouped GEMM over the busy experts, whose per-call cost dominated; docs/perf.md).
+constexpr int64_t kPaddedRowsMax = 8192;
 
 __device__ float block_max(float v, float* scratch) {
 #pragma unroll
@@ -187,6 +204,36 @@ __global__ void moe_combine_kernel(T* out, int64_t out_stride, const T* y, int64
   }
 }
 
+// Padded layout for decode-sized batches: local expert e owns rows [e N, e N + N) of xs; its first
+// count(e) rows are its tokens in order, the rest zeros.
+template <typename T, int V>
+__global__ void moe_pad_gather_kernel(T* xs, const T* x, int64_t x_stride, const int32_t* offsets,
+                                      const int32_t* row_of, int64_t N, int E, int64_t d) {
+  const int64_t per_row = d / V;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < E * N * per_row;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / per_row, c = (i % per_row) * V, e = r / N, j = r % N;
+    float v[V];
+    if (j < offsets[e + 1] - offsets[e]) {
+      load_f32<V>(x + int64_t{row_of[offsets[e] + j]} * x_stride + c, v);
+    } else {
+#pragma unroll
+      for (int t = 0; t < V; ++t) v[t] = 0.0f;
+    }
+    store_f32<V>(xs + r * d + c, v);
+  }
+}
+
+// pos_of (compact sorted positions) -> positions in the padded layout.
+__global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const int32_t* ids, const int32_t* offsets,
+                                   int64_t entries, int begin, int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t p = pos_of[i];
+    const int e = ids[i] - begin;
+    padded[i] = p < 0 ? -1 : static_cast<int32_t>(e * N + (p - offsets[e]));
+  }
+}
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::F32: return CUDA_R_32F;
@@ -274,6 +321,59 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
                                                                    static_cast<int>(k));
   SPLASH_CUDA_LAUNCHED();
 
+  const size_t es = dtype_size(x.dtype());
+  const cudaDataType_t type = cuda_type(x.dtype());
+  const int V = vec_width(d, {&out, &x});
+  auto combine = [&](const Tensor& y, const Tensor& pos) {
+    dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
+      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+        using T = typename decltype(t)::type;
+        moe_combine_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, st>>>(
+            out.ptr<T>(), out.stride(0), y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
+            pos.ptr<int32_t>(), static_cast<int>(k), N);
+      });
+    });
+    SPLASH_CUDA_LAUNCHED();
+  };
+
+  if (N <= kGemvRowsMax && moe_gemv_fits(x, gw, dw)) {
+    Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
+    moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
+    combine(y, pos_of);
+    return;
+  }
+  if (int64_t{E} * N <= kPaddedRowsMax) {
+    const int64_t R = int64_t{E} * N;
+    Tensor xs = empty(x.dtype(), {R, d}), gu = empty(x.dtype(), {R, I2}), h = empty(x.dtype(), {R, I}),
+           y = empty(x.dtype(), {R, d}), padded_pos = empty(DType::I32, {entries});
+    dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
+      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+        using T = typename decltype(t)::type;
+        moe_pad_gather_kernel<T, decltype(v)::value><<<grid_for(R * d / v, 256), 256, 0, st>>>(
+            xs.ptr<T>(), x.ptr<T>(), x.stride(0), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, E, d);
+      });
+    });
+    SPLASH_CUDA_LAUNCHED();
+    moe_pad_pos_kernel<<<grid_for(entries, 256), 256, 0, st>>>(padded_pos.ptr<int32_t>(), pos_of.ptr<int32_t>(),
+                                                               topk_ids.ptr<int32_t>(), offsets.ptr<int32_t>(),
+                                                               entries, expert_begin, N);
+    SPLASH_CUDA_LAUNCHED();
+    // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection.
+    auto batched = [&](const Tensor& w, const Tensor& in, const Tensor& res) {
+      const int m = static_cast<int>(w.size(1)), kk = static_cast<int>(w.size(2));
+      const float alpha = 1.0f, beta = 0.0f;
+      SPLASH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          blas_->cublas(st), CUBLAS_OP_T, CUBLAS_OP_N, m, static_cast<int>(N), kk, &alpha, w.data(), type,
+          static_cast<int>(w.stride(1)), w.stride(0), in.data(), type, kk, N * kk, &beta, res.data(), type, m, N * m, E,
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    batched(gw, xs, gu);
+    silu_mul(h, gu);
+    batched(dw, h, y);
+    combine(y, padded_pos);
+    return;
+  }
+
   // The GEMM sizes per expert must be known on the host: one small read-back per MoE layer.
   std::vector<int32_t> off(static_cast<size_t>(E) + 1);
   SPLASH_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets.data(), off.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
@@ -286,8 +386,6 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
          y = empty(x.dtype(), {local, d});
   gather_rows(xs, x, row_of.slice(0, 0, local));
 
-  const size_t es = dtype_size(x.dtype());
-  const cudaDataType_t type = cuda_type(x.dtype());
   // gu_e = xs_e gate_up_e^T and y_e = h_e down_e^T: column-major D (out x rows) = W^T-op(W) X.
   auto expert_gemms = [&](const Tensor& w, const Tensor& in, const Tensor& res) {
     const int64_t m = w.size(1), kk = w.size(2), lda = w.stride(1), ldb = in.size(1), ldd = res.size(1);
@@ -345,17 +443,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   expert_gemms(gw, xs, gu);
   silu_mul(h, gu);
   expert_gemms(dw, h, y);
-
-  const int V = vec_width(d, {&out, &y});
-  dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
-    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
-      using T = typename decltype(t)::type;
-      moe_combine_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, st>>>(
-          out.ptr<T>(), out.stride(0), y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
-          pos_of.ptr<int32_t>(), static_cast<int>(k), N);
-    });
-  });
-  SPLASH_CUDA_LAUNCHED();
+  combine(y, pos_of);
 }
 
 }  // namespace splash::cuda

@@ -1,0 +1,247 @@
+// splash bench e2e: B requests of L_in random tokens, L_out greedy tokens each (EOS ignored), through the
+// real engine. Every step is timed by the engine and costed by the roofline model for its actual shape
+// (chunks, contexts, mixed prefill/decode steps), so measured and limit cover exactly the same work.
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "bench/bench_commands.h"
+#include "bench/bench_output.h"
+#include "bench/device_limits.h"
+#include "bench/roofline.h"
+#include "cli/engine_options.h"
+#include "core/error.h"
+#include "engine/engine.h"
+
+namespace splash {
+namespace {
+
+struct E2eFlags {
+  EngineFlags engine;
+  int batch = 64;
+  int64_t input_len = 1024;
+  int output_len = 128;
+  int warmup = 1;
+  std::string json;
+  double bandwidth_gbs = 0, peak_tflops = 0;  // 0: measure on the backend
+};
+
+// One engine step as run: like EngineStats, a step with any prefill row is a prefill step and counts
+// only its prefill tokens; a pure decode step counts its rows.
+struct StepRecord {
+  bool prefill = false;
+  int64_t tokens = 0;
+  double seconds = 0;
+  StepCost cost;
+};
+
+struct BatchRun {
+  std::vector<StepRecord> steps;
+  double mean_ttft_s = 0;
+};
+
+struct Phase {
+  int64_t tokens = 0, steps = 0;
+  double seconds = 0;
+  StepCost cost;
+  RooflineTime roofline;
+  double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
+  double roofline_tokens_per_s() const { return roofline.seconds > 0 ? tokens / roofline.seconds : 0; }
+  double of_roofline() const { return seconds > 0 ? roofline.seconds / seconds : 0; }
+};
+
+struct LimitsUsed {
+  Limits limits;
+  std::string bandwidth_source, peak_source;  // "measured: ..." or "given"
+};
+
+LimitsUsed limits_for(const E2eFlags& f) {
+  LimitsUsed u;
+  if (f.bandwidth_gbs <= 0 || f.peak_tflops <= 0) {
+    spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", f.engine.backend);
+    u.limits = measure_limits(*make_backend(f.engine.backend, 0));
+    u.bandwidth_source = "measured: device copy, read + write";
+    u.peak_source = "measured: square GEMM in the weight dtype";
+  }
+  if (f.bandwidth_gbs > 0) u.limits.bytes_per_s = f.bandwidth_gbs * 1e9, u.bandwidth_source = "given";
+  if (f.peak_tflops > 0) u.limits.flops_per_s = f.peak_tflops * 1e12, u.peak_source = "given";
+  return u;
+}
+
+// Runs one batch to completion, recording each step's shape from the requests' progress around it.
+BatchRun run_batch(Engine& engine, const CostSetup& setup, int batch, int64_t input_len, int output_len, uint64_t seed) {
+  const ModelConfig& cfg = engine.config();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = output_len;
+  params.ignore_eos = true;
+  params.seed = seed;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < batch; ++i) {
+    std::vector<int32_t> prompt(static_cast<size_t>(input_len));
+    for (int32_t& t : prompt) t = token(rng);
+    ids.push_back(engine.add(std::move(prompt), params));
+    if (const Request& r = engine.request(ids.back()); r.finish == FinishReason::Error) fail("request {}: {}", i, r.error);
+  }
+
+  struct Before {
+    int64_t id, computed, length;
+    size_t outputs;
+  };
+  BatchRun run;
+  while (engine.has_work()) {
+    std::vector<Before> before;
+    for (int64_t id : ids)
+      if (const Request& r = engine.request(id); !r.finished()) before.push_back({id, r.computed, r.length(), r.output.size()});
+    const EngineStats s0 = engine.stats();
+    engine.step();
+    if (engine.stats().steps == s0.steps) continue;  // nothing was scheduled
+    StepRecord rec;
+    rec.seconds = engine.stats().busy_seconds - s0.busy_seconds;
+    int64_t rows = 0, prefill_tokens = 0;
+    std::vector<SeqShape> shapes;
+    for (const Before& b : before) {
+      const Request& r = engine.request(b.id);
+      const bool recomputed = r.computed < b.computed;  // preempted, then restarted from position 0
+      const int64_t n_new = recomputed ? r.computed : r.computed - b.computed;
+      if (n_new == 0) continue;
+      const bool decode = !recomputed && n_new == 1 && b.outputs > 0 && b.computed == b.length - 1;
+      if (!decode) prefill_tokens += n_new;
+      rows += n_new;
+      shapes.push_back({recomputed ? 0 : b.computed, n_new, r.output.size() > b.outputs});
+    }
+    rec.prefill = prefill_tokens > 0;
+    rec.tokens = rec.prefill ? prefill_tokens : rows;
+    rec.cost = step_cost(cfg, setup, shapes);
+    run.steps.push_back(rec);
+  }
+  for (int64_t id : ids) {
+    const Request& r = engine.request(id);
+    run.mean_ttft_s += (r.first_token - r.arrival) / batch;
+    engine.release(id);
+  }
+  return run;
+}
+
+Phase summarize(const BatchRun& run, bool prefill, const Limits& limits) {
+  Phase p;
+  for (const StepRecord& s : run.steps) {
+    if (s.prefill != prefill) continue;
+    p.tokens += s.tokens;
+    ++p.steps;
+    p.seconds += s.seconds;
+    p.cost += s.cost;
+    p.roofline += roofline_time(s.cost, limits);
+  }
+  return p;
+}
+
+nlohmann::json phase_json(const Phase& p) {
+  return {{"tokens", p.tokens},
+          {"steps", p.steps},
+          {"seconds", p.seconds},
+          {"tokens_per_s", p.tokens_per_s()},
+          {"mean_step_s", p.steps ? p.seconds / p.steps : 0.0},
+          {"weight_bytes", p.cost.weight_bytes},
+          {"kv_bytes", p.cost.kv_bytes},
+          {"flops", p.cost.flops},
+          {"roofline_memory_s", p.roofline.memory_s},
+          {"roofline_compute_s", p.roofline.compute_s},
+          {"roofline_s", p.roofline.seconds},
+          {"roofline_tokens_per_s", p.roofline_tokens_per_s()},
+          {"of_roofline", p.of_roofline()},
+          {"bound", p.roofline.memory_bound() ? "memory" : "compute"}};
+}
+
+void print_table(const Phase& prefill, const Phase& decode) {
+  fmt::print("{:<8} {:>9} {:>9} {:>12} {:>18} {:>12} {:>8}\n", "phase", "tokens", "seconds", "tokens/s",
+             "roofline tokens/s", "of roofline", "bound");
+  for (const auto& [name, p] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+    fmt::print("{:<8} {:>9} {:>9.3f} {:>12.1f} {:>18.1f} {:>11.1f}% {:>8}\n", name, p->tokens, p->seconds,
+               p->tokens_per_s(), p->roofline_tokens_per_s(), 100 * p->of_roofline(),
+               p->roofline.memory_bound() ? "memory" : "compute");
+}
+
+int run_e2e(const E2eFlags& f) {
+  apply_log_level(f.engine.log_level);
+  const LimitsUsed limits = limits_for(f);
+  ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
+  const std::string model_name = src.name;
+  Engine engine(std::move(src), make_engine_options(f.engine));
+  const EngineOptions& eo = engine.options();
+  const KvSizing dtypes = backend_dtypes(eo.group.backend);
+  CostSetup setup;
+  setup.layout = eo.group.layout;
+  setup.ranks = eo.group.ranks;
+  setup.weight_elem_bytes = static_cast<int64_t>(dtype_size(dtypes.weight_dtype));
+  setup.kv_elem_bytes = static_cast<int64_t>(dtype_size(dtypes.kv_dtype));
+  setup.form = eo.form;
+
+  for (int i = 0; i < f.warmup; ++i)  // same shapes, two output tokens: one prefill and one decode step
+    run_batch(engine, setup, f.batch, f.input_len, std::min(f.output_len, 2), f.engine.seed + 1 + i);
+  const BatchRun run = run_batch(engine, setup, f.batch, f.input_len, f.output_len, f.engine.seed);
+  const Phase prefill = summarize(run, true, limits.limits), decode = summarize(run, false, limits.limits);
+
+  fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {} B/elem, KV {} B/elem\n",
+             model_name, eo.group.backend, eo.group.ranks, layout_name(eo.group.layout), f.batch, f.input_len,
+             f.output_len, setup.weight_elem_bytes, setup.kv_elem_bytes);
+  fmt::print("limits per rank: {:.4g} GB/s ({}), {:.4g} TFLOP/s ({})\n", limits.limits.bytes_per_s / 1e9,
+             limits.bandwidth_source, limits.limits.flops_per_s / 1e12, limits.peak_source);
+  print_table(prefill, decode);
+  const double mean_decode_step = decode.steps ? decode.seconds / decode.steps : 0;
+  fmt::print("mean decode step {:.2f} ms (roofline {:.2f} ms; {:.1f} MB weights + {:.1f} MB KV, {:.2f} GFLOP per step) | "
+             "mean TTFT {:.3f} s (all queued at once)\n",
+             1e3 * mean_decode_step, decode.steps ? 1e3 * decode.roofline.seconds / decode.steps : 0.0,
+             decode.steps ? decode.cost.weight_bytes / decode.steps / 1e6 : 0.0,
+             decode.steps ? decode.cost.kv_bytes / decode.steps / 1e6 : 0.0,
+             decode.steps ? decode.cost.flops / decode.steps / 1e9 : 0.0, run.mean_ttft_s);
+
+  if (!f.json.empty()) {
+    const nlohmann::json j = {{"model", model_name},
+                        {"backend", eo.group.backend},
+                        {"ranks", eo.group.ranks},
+                        {"layout", layout_name(eo.group.layout)},
+                        {"batch", f.batch},
+                        {"input_len", f.input_len},
+                        {"output_len", f.output_len},
+                        {"weight_elem_bytes", setup.weight_elem_bytes},
+                        {"kv_elem_bytes", setup.kv_elem_bytes},
+                        {"bandwidth_gbs", limits.limits.bytes_per_s / 1e9},
+                        {"bandwidth_source", limits.bandwidth_source},
+                        {"peak_tflops", limits.limits.flops_per_s / 1e12},
+                        {"peak_source", limits.peak_source},
+                        {"prefill", phase_json(prefill)},
+                        {"decode", phase_json(decode)},
+                        {"mean_ttft_s", run.mean_ttft_s}};
+    write_bench_json(f.json, j);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_e2e(CLI::App& bench) {
+  auto f = std::make_shared<E2eFlags>();
+  CLI::App* cmd = bench.add_subcommand("e2e", "end-to-end prefill and decode tokens/s next to the roofline");
+  add_bench_engine_flags(*cmd, f->engine, "builtin:deepseek-v2-lite", 1);
+  cmd->add_option("--batch", f->batch, "requests, all queued at once")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--input-len", f->input_len, "random prompt tokens per request (seeded by --seed)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", f->output_len, "greedy tokens per request, EOS ignored")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", f->warmup, "untimed runs of the same batch (2 output tokens) first")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", f->json, "write the results as JSON to this file");
+  cmd->add_option("--bandwidth-gbs", f->bandwidth_gbs, "memory bandwidth per rank, GB/s (default: measured)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--peak-tflops", f->peak_tflops, "peak dense TFLOP/s per rank (default: measured)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([f] { throw CLI::RuntimeError(run_e2e(*f)); });
+}
+
+}  // namespace splash
