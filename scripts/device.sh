@@ -183,8 +183,10 @@ bench() {  # name, timeout, splash bench args...
   row "bench $name ($name.log)" "rc=$rc ($((SECONDS - t0)) s)"
 }
 if want e2e; then  # end-to-end tokens/s of a DeepSeek-V2-Lite-shaped dummy model on one GPU, next to its roofline
-  if [ "$QUICK" = 1 ]; then E2E=(--batch 8 --input-len 512 --output-len 16); else E2E=(--batch 64 --input-len 1024 --output-len 128); fi
-  bench e2e_v2lite 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy "${E2E[@]}"
+  if [ "$QUICK" = 1 ]; then E2E=(--input-len 512 --output-len 16); BATCHES=(8); else E2E=(--input-len 1024 --output-len 128); BATCHES=(1 8 64); fi
+  for b in "${BATCHES[@]}"; do
+    bench "e2e_v2lite_b$b" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" "${E2E[@]}"
+  done
 fi
 if want switch && [ "$GPUS" -ge 2 ]; then  # paper section 5: switch primitives and the 12-direction live table
   if [ "$QUICK" = 1 ]; then SW=(--contexts 4096,16384 --runs 3); else SW=(--contexts ${SPLASH_SWITCH_CONTEXTS:-16384,32768,65536,131072} --runs 20); fi

@@ -25,7 +25,9 @@ template <typename T, int V>
 __device__ __forceinline__ Vec<T, V> load_streaming(const T* p) {
   static_assert(sizeof(Vec<T, V>) == 16, "one 16-byte load");
   const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
-  return *reinterpret_cast<const Vec<T, V>*>(&raw);
+  Vec<T, V> v;
+  memcpy(&v, &raw, sizeof(v));
+  return v;
 }
 
 // acc[p][r] += this lane's share of w[p] . (in + in_off[r]) over len elements, for r < rows. The next
@@ -36,14 +38,16 @@ __device__ __forceinline__ void dot_rows(float (&acc)[ROWS][MAXR], const T* cons
   constexpr int V = 16 / sizeof(T);
   int64_t c = (threadIdx.x % 32) * V;
   Vec<T, V> wv[ROWS] = {};
-  if (c < len)
+  if (c < len) {
 #pragma unroll
     for (int p = 0; p < ROWS; ++p) wv[p] = load_streaming<T, V>(w[p] + c);
+  }
   for (; c < len; c += 32 * V) {
     Vec<T, V> next[ROWS] = {};
-    if (c + 32 * V < len)
+    if (c + 32 * V < len) {
 #pragma unroll
       for (int p = 0; p < ROWS; ++p) next[p] = load_streaming<T, V>(w[p] + c + 32 * V);
+    }
 #pragma unroll
     for (int r = 0; r < MAXR; ++r) {
       if (r >= rows) break;
