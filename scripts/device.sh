@@ -7,6 +7,7 @@
 #
 # SPLASH_STAGES picks what runs (default: all, in this order): build tests checks multinode ops attention
 # e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
 # .device-fixtures/, and the build dependencies it may lack travel as Debian 12 .debs in .device-deps/,
@@ -78,6 +79,7 @@ STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention e2e switch la
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
+T=${SPLASH_RANKS:-$GPUS}  # ranks of the multi-GPU stages: every GPU unless told
 
 # ---- build ----
 TARGETS=(splash splash_cuda_tests splash_bench_attention)
@@ -122,12 +124,12 @@ check() {  # name, extra args
 if want checks; then
   check T1_auto
   check T1_absorbed_chunk7 --attn-form absorbed --prefill-chunk 7
-  if [ "$GPUS" -ge 2 ]; then
-    for l in tp dp cp dop; do check "T2_$l" --ranks 2 --attn-layout $l --prefill-chunk 7; done
+  if [ "$T" -ge 2 ]; then
+    for l in tp dp cp dop; do check "T${T}_$l" --ranks "$T" --attn-layout $l --prefill-chunk 7; done
     # A walk through all 12 switch directions under load, overlapped and blocking.
     WALK='step=3:dp,step=11:cp,step=19:dop,step=27:tp,step=35:cp,step=43:dp,step=51:dop,step=59:cp,step=67:tp,step=75:dop,step=83:dp,step=91:tp'
-    check T2_switch_walk_overlapped --ranks 2 --attn-layout tp --prefill-chunk 7 --switch "$WALK"
-    check T2_switch_walk_blocking --ranks 2 --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
+    check "T${T}_switch_walk_overlapped" --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+    check "T${T}_switch_walk_blocking" --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
   fi
   # Batch invariance of greedy decoding: the fixture prompts batched and one at a time give the same tokens.
   python3 - "$FIX" > "$LOG/fixture_prompts.jsonl" <<'PY'
@@ -188,13 +190,13 @@ if want e2e; then  # end-to-end tokens/s of a DeepSeek-V2-Lite-shaped dummy mode
     bench "e2e_v2lite_b$b" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" "${E2E[@]}"
   done
 fi
-if want switch && [ "$GPUS" -ge 2 ]; then  # paper section 5: switch primitives and the 12-direction live table
+if want switch && [ "$T" -ge 2 ]; then  # paper section 5: switch primitives and the 12-direction live table
   if [ "$QUICK" = 1 ]; then SW=(--contexts 4096,16384 --runs 3); else SW=(--contexts ${SPLASH_SWITCH_CONTEXTS:-16384,32768,65536,131072} --runs 20); fi
-  bench switch_t2 540 switch --backend cuda --ranks 2 "${SW[@]}"
+  bench "switch_t$T" 540 switch --backend cuda --ranks "$T" "${SW[@]}"
 fi
-if want layouts && [ "$GPUS" -ge 2 ]; then  # paper section 5.2: fixed-layout throughput and KV capacity
+if want layouts && [ "$T" -ge 2 ]; then  # paper section 5.2: fixed-layout throughput and KV capacity
   if [ "$QUICK" = 1 ]; then LY=(--batches 1,16 --input-lens 1024,16384 --output-len 64 --runs 1); else LY=(--batches 1,16,32 --input-lens ${SPLASH_LAYOUT_LENS:-1024,4096,16384,65536,131072} --runs 2); fi
-  bench layouts_t2 540 layouts --backend cuda --ranks 2 --mem-fraction 0.9 "${LY[@]}"
+  bench "layouts_t$T" 540 layouts --backend cuda --ranks "$T" --mem-fraction 0.9 "${LY[@]}"
 fi
 
 echo
