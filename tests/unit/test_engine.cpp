@@ -7,16 +7,13 @@
 
 #include "engine/engine.h"
 #include "engine/reference_check.h"
+#include "fixture_reference.h"
 
 namespace splash {
 namespace {
 
-const std::string kFixture = std::string(SPLASH_FIXTURES_DIR) + "/tiny-mla-a";
-
-const ReferenceSet& reference() {
-  static const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
-  return ref;
-}
+using test::kFixture;
+using test::reference;
 
 struct EngineSetup {
   int ranks = 1;

@@ -6,17 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "engine/reference_check.h"
+#include "fixture_reference.h"
 #include "model/model_source.h"
 
 namespace splash {
 namespace {
 
-const std::string kFixture = std::string(SPLASH_FIXTURES_DIR) + "/tiny-mla-a";
-
-const ReferenceSet& reference() {
-  static const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
-  return ref;
-}
+using test::kFixture;
+using test::reference;
 const ModelSource& fixture() {
   static const ModelSource src = open_model(kFixture);
   return src;

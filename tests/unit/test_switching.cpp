@@ -9,19 +9,16 @@
 
 #include "engine/engine.h"
 #include "engine/reference_check.h"
+#include "fixture_reference.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
 
 namespace splash {
 namespace {
 
-const std::string kFixture = std::string(SPLASH_FIXTURES_DIR) + "/tiny-mla-a";
+using test::kFixture;
+using test::reference;
 using P = Primitive;
-
-const ReferenceSet& reference() {
-  static const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
-  return ref;
-}
 
 // A group on the fixture with its pool: `pages` pages, or enough for the reference prompts.
 std::unique_ptr<RankGroup> fixture_group(int ranks, Layout layout, int page_size, int64_t pages = 0) {
