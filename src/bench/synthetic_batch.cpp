@@ -38,7 +38,7 @@ StepPlan SyntheticBatch::step(const std::vector<int>& which, int64_t n_new, Attn
     if (!group_.kv().grow(r.id, r.owner, r.context + n_new, plan.layout))
       fail("the KV pool cannot grow request {} to {} positions in layout {}", r.id, r.context + n_new,
            layout_name(plan.layout));
-    plan.seqs.push_back({r.id, r.owner, r.context, n_new, true});
+    plan.seqs.push_back({r.id, r.owner, r.context, n_new, true, true});  // greedy: tokens come back, not logits
     for (int64_t p = r.context; p < r.context + n_new; ++p)
       plan.tokens.push_back(static_cast<int32_t>((r.id * 7919 + p * 104729) % vocab));
     r.context += n_new;

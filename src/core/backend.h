@@ -122,6 +122,10 @@ class Backend {
   // Exact merge of partial attention over disjoint token sets: parts[P, N, H, D], lses[P, N, H].
   virtual void merge_attention(Tensor out, Tensor parts, Tensor lses) = 0;
 
+  // Greedy sampling on the device: ids[n] (I32) = the lowest index of row n's maximum of logits[N, V]
+  // (F32), as the CPU sampler picks it; -1 for a row holding a NaN or no finite maximum.
+  virtual void argmax_rows(Tensor ids, Tensor logits) = 0;
+
   // Router: logits[N, E] (F32) -> topk_ids I32 [N, k], topk_w F32 [N, k]; bias[E] (F32) for choice only.
   virtual void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) = 0;
   // out[N, d] += sum over the row's chosen experts e in [expert_begin, expert_begin + E_local) of

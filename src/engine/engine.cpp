@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <limits>
 #include <random>
 
 #include <fmt/format.h>
@@ -270,6 +271,9 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<Request*> batch;
   StepPlan plan = scheduler_.schedule(batch);
   plan.form = opt_.form;
+  // Greedy requests that want no logprobs take their token on the device: only ids come back.
+  for (size_t i = 0; i < batch.size(); ++i)
+    plan.seqs[i].greedy = batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0;
   stats_.preemptions = scheduler_.preemptions();
   const double t = now();
   if (batch.empty()) {
@@ -280,10 +284,11 @@ std::vector<RequestOutput> Engine::step() {
     }
     return {};
   }
-  Tensor logits = group_->run(plan);
+  const StepOutput step = group_->run(plan);
   const int64_t V = model_.config.vocab_size;
   std::vector<RequestOutput> outputs;
   int64_t row = 0, prefill_tokens = 0;
+  size_t greedy_row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     Request& r = *batch[i];
     const StepSeq& seq = plan.seqs[i];
@@ -293,8 +298,15 @@ std::vector<RequestOutput> Engine::step() {
     if (!seq.logits) continue;
     RequestOutput out;
     out.id = r.id;
-    const SampleResult s = sample_token(std::span<const float>(logits.ptr<float>() + row++ * V, V), r.params, r.seed,
-                                        r.output.size());
+    SampleResult s;
+    if (seq.greedy) {
+      s.token = step.greedy_tokens.at(greedy_row++);
+      if (s.token < 0) fail("request {}: the greedy step's logits hold a NaN or no finite maximum", r.id);
+      s.logprob = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      s = sample_token(std::span<const float>(step.logits.ptr<float>() + row++ * V, V), r.params, r.seed,
+                       r.output.size());
+    }
     append_token(r, s, out);
     outputs.push_back(std::move(out));
   }

@@ -227,15 +227,15 @@ void RankGroup::synchronize() {
   dispatch([](Worker& w) { w.backend->synchronize(); });
 }
 
-Tensor RankGroup::run(const StepPlan& plan) {
+StepOutput RankGroup::run(const StepPlan& plan) {
   SPLASH_CHECK(plan.layout == layout(), "step planned for layout {} in layout {}", layout_name(plan.layout),
                layout_name(layout()));
-  Tensor out;
+  StepOutput out;
   dispatch([&](Worker& w) {
     std::unique_ptr<RankSwitch> sw;
     if (pending_) sw = std::make_unique<RankSwitch>(w.model->env(), w.model->weights(), *pending_, opt_.page_size);
-    Tensor logits = w.model->forward(plan, sw.get());
-    if (w.rank == 0) out = logits;
+    StepOutput o = w.model->forward(plan, sw.get());
+    if (w.rank == 0) out = std::move(o);
   });
   if (pending_) finish_switch();
   return out;

@@ -76,8 +76,8 @@ class RankGroup {
   const TrafficCounters& traffic(int r) const;
   void reset_traffic();
 
-  // Runs the step on every rank in lockstep; returns rank 0's logits (all ranks agree).
-  Tensor run(const StepPlan& plan);
+  // Runs the step on every rank in lockstep; returns rank 0's output (all ranks agree).
+  StepOutput run(const StepPlan& plan);
   // Runs fn on every rank's thread with that rank's environment and waits for all (benchmarks time
   // collectives and kernels this way). Collectives inside must be issued in the same order on every rank.
   void on_each_rank(const std::function<void(RankEnv&)>& fn);

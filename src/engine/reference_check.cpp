@@ -191,7 +191,7 @@ std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSe
         fail("the KV pool ({} pages per rank) cannot hold the reference prompts", group.kv_pages());
       plan.seqs.push_back(seq);
     }
-    Tensor logits = group.run(plan);
+    Tensor logits = group.run(plan).logits;
     const int64_t V = cfg.vocab_size;
     int64_t row = 0;
     for (size_t k = 0; k < live.size(); ++k) {

@@ -35,7 +35,7 @@ Tensor OneRankModel::prefill(std::span<const int32_t> ids) {
   plan.tokens.assign(ids.begin(), ids.end());
   plan.seqs.push_back(StepSeq{0, 0, 0, L, true});
   if (!kv_->grow(0, 0, L, plan.layout)) fail("OneRankModel: a prompt of {} tokens exceeds the cache", L);
-  Tensor logits = model_->forward(plan);
+  Tensor logits = model_->forward(plan).logits;
   kv_->release(0);
   return logits;
 }

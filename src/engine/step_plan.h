@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "layout/layout.h"
 
 namespace splash {
@@ -33,6 +34,17 @@ struct StepSeq {
   int64_t start = 0;   // positions already in the cache
   int64_t n_new = 0;   // rows of this step: positions start .. start + n_new - 1
   bool logits = true;  // return the logits of its last row
+  // That row's token is its argmax, taken on the device: the step returns the token, not the logits
+  // (greedy requests that want no logprobs). Ignored when the plan asks for all logits.
+  bool greedy = false;
+};
+
+// What a step returns (all ranks agree): host f32 logits [rows, V] of the logit rows that are not greedy,
+// in row order, and the device-side argmax of the greedy ones, in row order (-1: the row held a NaN
+// or no finite maximum).
+struct StepOutput {
+  Tensor logits;
+  std::vector<int32_t> greedy_tokens;
 };
 
 struct StepPlan {

@@ -89,30 +89,44 @@ void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer,
   env_.comm.all_reduce_sum(out);
 }
 
-Tensor DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const StepRows& sr) {
+StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const StepRows& sr) {
   Backend& be = env_.be;
-  std::vector<int32_t> rows;
+  std::vector<int32_t> rows, greedy;  // rows whose logits go to the host; rows sampled greedily here
   int64_t row = 0;
   for (const StepSeq& s : plan.seqs) {
-    for (int64_t j = 0; j < s.n_new; ++j, ++row)
-      if (plan.all_logits || (s.logits && j == s.n_new - 1)) rows.push_back(static_cast<int32_t>(row));
+    for (int64_t j = 0; j < s.n_new; ++j, ++row) {
+      if (plan.all_logits) rows.push_back(static_cast<int32_t>(row));
+      else if (s.logits && j == s.n_new - 1) (s.greedy ? greedy : rows).push_back(static_cast<int32_t>(row));
+    }
   }
+  const int64_t n_host = static_cast<int64_t>(rows.size());
+  rows.insert(rows.end(), greedy.begin(), greedy.end());
   const int64_t n = static_cast<int64_t>(rows.size()), d = hidden.size(1), V = env_.cfg.vocab_size;
   Tensor h = be.empty(be.act_dtype(), {n, d});
   if (n > 0) be.gather_rows(h, hidden, upload_i32(be, rows));
   be.rms_norm(h, h, w_.final_norm, static_cast<float>(env_.cfg.rms_norm_eps));
   const int64_t v_local = w_.lm_head.out_features();
-  Tensor local = be.empty(DType::F32, {n, v_local});
-  be.linear(local, h, w_.lm_head);
-  if (v_local == V) return be.to_host_f32(local);
-  const int T = env_.ranks();
-  Tensor parts = be.empty(DType::F32, {T, n, v_local}), full = be.empty(DType::F32, {n, V});
-  env_.comm.all_gather(local, parts);
-  for (int r = 0; r < T; ++r) be.copy(full.slice(1, r * v_local, (r + 1) * v_local), parts.select(0, r));
-  return be.to_host_f32(full);
+  Tensor full = be.empty(DType::F32, {n, v_local});
+  be.linear(full, h, w_.lm_head);
+  if (v_local != V) {  // vocab-parallel lm_head: every rank gathers the whole rows
+    const int T = env_.ranks();
+    Tensor parts = be.empty(DType::F32, {T, n, v_local});
+    env_.comm.all_gather(full, parts);
+    full = be.empty(DType::F32, {n, V});
+    for (int r = 0; r < T; ++r) be.copy(full.slice(1, r * v_local, (r + 1) * v_local), parts.select(0, r));
+  }
+  StepOutput out;
+  if (n > n_host) {
+    Tensor ids = be.empty(DType::I32, {n - n_host}), host = cpu_tensor(DType::I32, {n - n_host});
+    be.argmax_rows(ids, full.slice(0, n_host, n));
+    be.copy(host, ids);
+    out.greedy_tokens.assign(host.ptr<int32_t>(), host.ptr<int32_t>() + host.numel());
+  }
+  out.logits = be.to_host_f32(full.slice(0, 0, n_host));
+  return out;
 }
 
-Tensor DeepseekModel::forward(const StepPlan& plan, RankSwitch* sw) {
+StepOutput DeepseekModel::forward(const StepPlan& plan, RankSwitch* sw) {
   Backend& be = env_.be;
   const StepRows sr = make_step_rows(plan, env_.rank(), env_.ranks());
   const int64_t N = plan.rows(), d = env_.cfg.hidden_size;

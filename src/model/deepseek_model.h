@@ -16,7 +16,7 @@ class DeepseekModel {
 
   // Runs the step; returns host F32 logits [rows with logits, V], identical on every rank. With a
   // switch under way, each layer's state is supplied one layer ahead of its computation.
-  Tensor forward(const StepPlan& plan, RankSwitch* in_transit = nullptr);
+  StepOutput forward(const StepPlan& plan, RankSwitch* in_transit = nullptr);
 
   RankEnv& env() { return env_; }
   ModelWeights& weights() { return w_; }
@@ -24,7 +24,7 @@ class DeepseekModel {
  private:
   // router_in: F32, for MoE layers that route (not under plan.routing_replay).
   void mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor router_in, Tensor out);
-  Tensor logits(Tensor hidden, const StepPlan& plan, const StepRows& sr);
+  StepOutput logits(Tensor hidden, const StepPlan& plan, const StepRows& sr);
 
   RankEnv env_;
   ModelWeights w_;

@@ -334,6 +334,28 @@ struct RouteCase {
   float scale;
 };
 
+TEST_F(CudaOps, ArgmaxRowsMatchesTheCpu) {
+  // Vocab-sized rows with ties (few distinct values), a NaN row, an all -inf row, a +inf row, strided rows.
+  const int64_t N = 37, V = 129280;
+  std::uniform_int_distribution<int> level(0, 300);
+  Tensor logits = cpu_tensor(DType::F32, {N, V + 8});
+  for (int64_t i = 0; i < logits.numel(); ++i) logits.ptr<float>()[i] = static_cast<float>(level(rng_)) * 0.125f;
+  const float inf = std::numeric_limits<float>::infinity();
+  logits.ptr<float>()[3 * (V + 8) + 70000] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t v = 0; v < V; ++v) logits.ptr<float>()[5 * (V + 8) + v] = -inf;
+  logits.ptr<float>()[6 * (V + 8) + 12345] = inf;
+  Tensor view = logits.slice(1, 0, V);
+  Tensor ids = gpu().empty(DType::I32, {N}), ref = cpu_tensor(DType::I32, {N});
+  gpu().argmax_rows(ids, dev(logits, DType::F32).slice(1, 0, V));  // strided rows on the device
+  cpu_.argmax_rows(ref, view);
+  Tensor got = cpu_tensor(DType::I32, {N});
+  gpu().copy(got, ids);
+  for (int64_t n = 0; n < N; ++n) EXPECT_EQ(got.ptr<int32_t>()[n], ref.ptr<int32_t>()[n]) << "row " << n;
+  EXPECT_EQ(ref.ptr<int32_t>()[3], -1);
+  EXPECT_EQ(ref.ptr<int32_t>()[5], -1);
+  EXPECT_EQ(ref.ptr<int32_t>()[6], -1);
+}
+
 TEST_F(CudaOps, MoeRouteMatchesReference) {
   const RouteCase cases[] = {
       {"noaux_tc V3", 256, 8, 8, 4, true, true, true, true, true, 2.5f},

@@ -255,7 +255,7 @@ TEST(ModelOnGpu, PromptLogitsAgreeWithCpu) {
         plan.seqs.push_back({static_cast<int64_t>(i), 0, 0, static_cast<int64_t>(p.ids.size()), true});
         plan.tokens = p.ids;
         ASSERT_TRUE(group.kv().grow(static_cast<int64_t>(i), 0, static_cast<int64_t>(p.ids.size()), plan.layout));
-        Tensor l = group.run(plan);
+        Tensor l = group.run(plan).logits;
         logits[b].emplace_back(l.ptr<float>(), l.ptr<float>() + l.numel());
         group.kv().release(static_cast<int64_t>(i));
       }
@@ -312,7 +312,7 @@ TEST(ModelOnGpu, ErrorByDepth) {
       plan.seqs.push_back({0, 0, 0, static_cast<int64_t>(p.ids.size()), true});
       plan.tokens = p.ids;
       ASSERT_TRUE(group.kv().grow(0, 0, static_cast<int64_t>(p.ids.size()), plan.layout));
-      Tensor l = group.run(plan);
+      Tensor l = group.run(plan).logits;
       logits[b].assign(l.ptr<float>(), l.ptr<float>() + l.numel());
     }
     double d = 0, s = 0;

@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
   void merge_attention(Tensor out, Tensor parts, Tensor lses) override;
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
+  void argmax_rows(Tensor ids, Tensor logits) override;
   void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
                    const Weight& down, int expert_begin) override;
 

@@ -106,6 +106,9 @@ class OpProfilingBackend final : public Backend {
   void merge_attention(Tensor out, Tensor parts, Tensor lses) override {
     timed("merge_attention", {}, [&] { in_->merge_attention(out, parts, lses); });
   }
+  void argmax_rows(Tensor ids, Tensor logits) override {
+    timed("argmax_rows", {}, [&] { in_->argmax_rows(ids, logits); });
+  }
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override {
     timed("moe_route", {}, [&] { in_->moe_route(topk_ids, topk_w, logits, bias, r); });
   }
