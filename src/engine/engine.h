@@ -1,7 +1,8 @@
 #pragma once
 // The generation engine: requests in, tokens out. Owns the rank group (the model on T ranks), the
-// leader's KV page accounting and the scheduler; samples each request's next token on the host with
-// its own seeded stream, so a request's tokens do not depend on the rest of the batch.
+// leader's KV page accounting and the scheduler; samples each request's next token with its own seeded
+// stream, so a request's tokens do not depend on the rest of the batch (greedy requests without
+// logprobs take the argmax on the device; the others are sampled on the host).
 #include <chrono>
 #include <map>
 #include <memory>
