@@ -6,14 +6,6 @@
 
 namespace splash {
 
-void add_bench_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& model, int ranks) {
-  f.model = model;
-  f.load_format = "dummy";
-  f.ranks = ranks;
-  add_engine_flags(cmd, f);
-  add_serving_flags(cmd, f);
-}
-
 void write_bench_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
   std::ofstream out(path);

@@ -8,26 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "bench/bench_commands.h"
+#include "bench/benchmarks.h"
 #include "bench/bench_output.h"
 #include "bench/device_limits.h"
 #include "bench/roofline.h"
-#include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 
 namespace splash {
 namespace {
-
-struct E2eFlags {
-  EngineFlags engine;
-  int batch = 64;
-  int64_t input_len = 1024;
-  int output_len = 128;
-  int warmup = 1;
-  std::string json;
-  double bandwidth_gbs = 0, peak_tflops = 0;  // 0: measure on the backend
-};
 
 // One engine step as run: like EngineStats, a step with any prefill row is a prefill step and counts
 // only its prefill tokens; a pure decode step counts its rows.
@@ -58,11 +47,11 @@ struct LimitsUsed {
   std::string bandwidth_source, peak_source;  // "measured: ..." or "given"
 };
 
-LimitsUsed limits_for(const E2eFlags& f) {
+LimitsUsed limits_for(const E2eBenchOptions& f) {
   LimitsUsed u;
   if (f.bandwidth_gbs <= 0 || f.peak_tflops <= 0) {
-    spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", f.engine.backend);
-    u.limits = measure_limits(*make_backend(f.engine.backend, 0));
+    spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", f.engine.options.group.backend);
+    u.limits = measure_limits(*make_backend(f.engine.options.group.backend, 0));
     u.bandwidth_source = "measured: device copy, read + write";
     u.peak_source = "measured: square GEMM in the weight dtype";
   }
@@ -167,12 +156,13 @@ void print_table(const Phase& prefill, const Phase& decode) {
                p->roofline.memory_bound() ? "memory" : "compute");
 }
 
-int run_e2e(const E2eFlags& f) {
-  apply_log_level(f.engine.log_level);
+}  // namespace
+
+int run_e2e_bench(const E2eBenchOptions& f) {
   const LimitsUsed limits = limits_for(f);
   ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
   const std::string model_name = src.name;
-  Engine engine(std::move(src), make_engine_options(f.engine));
+  Engine engine(std::move(src), f.engine.options);
   const EngineOptions& eo = engine.options();
   const KvSizing dtypes = backend_dtypes(eo.group.backend);
   CostSetup setup;
@@ -221,27 +211,6 @@ int run_e2e(const E2eFlags& f) {
     write_bench_json(f.json, j);
   }
   return 0;
-}
-
-}  // namespace
-
-void add_bench_e2e(CLI::App& bench) {
-  auto f = std::make_shared<E2eFlags>();
-  CLI::App* cmd = bench.add_subcommand("e2e", "end-to-end prefill and decode tokens/s next to the roofline");
-  add_bench_engine_flags(*cmd, f->engine, "builtin:deepseek-v2-lite", 1);
-  cmd->add_option("--batch", f->batch, "requests, all queued at once")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--input-len", f->input_len, "random prompt tokens per request (seeded by --seed)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--output-len", f->output_len, "greedy tokens per request, EOS ignored")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", f->warmup, "untimed runs of the same batch (2 output tokens) first")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--json", f->json, "write the results as JSON to this file");
-  cmd->add_option("--bandwidth-gbs", f->bandwidth_gbs, "memory bandwidth per rank, GB/s (default: measured)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--peak-tflops", f->peak_tflops, "peak dense TFLOP/s per rank (default: measured)")
-      ->check(CLI::PositiveNumber);
-  cmd->callback([f] { throw CLI::RuntimeError(run_e2e(*f)); });
 }
 
 }  // namespace splash

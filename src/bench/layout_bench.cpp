@@ -11,43 +11,31 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "bench/bench_commands.h"
+#include "bench/benchmarks.h"
 #include "bench/bench_output.h"
 #include "bench/sample_stats.h"
 #include "bench/synthetic_batch.h"
-#include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 
 namespace splash {
 namespace {
 
-struct LayoutBenchFlags {
-  EngineFlags engine;
-  std::vector<int> batches = {1, 16, 32};
-  std::vector<int64_t> input_lens = {1024, 4096, 16384, 32768, 65536, 131072};
-  int64_t output_len = 1024;
-  int64_t prefill_tokens = 8192;  // tokens of one prefill step
-  int runs = 3;
-  std::vector<std::string> layouts = {"tp", "dp", "cp", "dop"};
-  std::string json;
-};
-
-void to_layout(RankGroup& g, Layout to) {
+void to_layout(BenchGroup& g, Layout to) {
   if (g.layout() == to) return;
   if (auto why = g.switch_layout(to, {}, SwitchMode::Blocking)) fail("cannot enter layout {}: {}", layout_name(to), *why);
 }
 
 // Distinct tokens the group can hold in the current layout: pool pages left after the projections,
 // per layer, over every rank that holds different tokens.
-int64_t distinct_capacity(RankGroup& g) {
+int64_t distinct_capacity(BenchGroup& g) {
   int64_t free_pages = g.kv().pool(0).free_count();
   for (int r = 1; r < g.ranks(); ++r) free_pages = std::min(free_pages, g.kv().pool(r).free_count());
   const int64_t per_rank = free_pages / g.config().num_hidden_layers * g.kv().page_size();
   return g.layout() == Layout::TP ? per_rank : per_rank * g.ranks();
 }
 
-nlohmann::json bench_capacity(RankGroup& g, const std::vector<Layout>& layouts) {
+nlohmann::json bench_capacity(BenchGroup& g, const std::vector<Layout>& layouts) {
   fmt::print("\nKV capacity in distinct tokens ({} layers, page {} tokens)\n{:<6} {:>16} {:>14}\n",
              g.config().num_hidden_layers, g.kv().page_size(), "layout", "distinct_tokens", "vs_dp");
   std::map<Layout, int64_t> cap;
@@ -65,7 +53,7 @@ nlohmann::json bench_capacity(RankGroup& g, const std::vector<Layout>& layouts) 
 }
 
 // p50 over `runs` of one step adding n_new tokens to each of `reqs` requests cached at `ctx` positions.
-double step_ms(RankGroup& g, int reqs, int64_t ctx, int64_t n_new, int runs) {
+double step_ms(BenchGroup& g, int reqs, int64_t ctx, int64_t n_new, int runs) {
   SyntheticBatch batch(g, reqs, ctx);
   timed_step(g, batch.step_all(n_new));  // warm-up
   std::vector<double> ms;
@@ -96,7 +84,7 @@ struct Point {
   std::string error;
 };
 
-Point measure_point(RankGroup& g, int B, int64_t L_in, const LayoutBenchFlags& f) {
+Point measure_point(BenchGroup& g, int B, int64_t L_in, const LayoutBenchOptions& f) {
   Point p;
   try {
     // A prefill step carries chunks of up to T requests (one per owner); B / G such groups run in turn.
@@ -114,13 +102,13 @@ Point measure_point(RankGroup& g, int B, int64_t L_in, const LayoutBenchFlags& f
   return p;
 }
 
-int run_layout_bench(const LayoutBenchFlags& f) {
-  apply_log_level(f.engine.log_level);
-  std::vector<Layout> layouts;
-  for (const std::string& s : f.layouts) layouts.push_back(parse_layout_flag(s));
+}  // namespace
+
+int run_layout_bench(const LayoutBenchOptions& f) {
+  const std::vector<Layout>& layouts = f.layouts;
   ModelSource model = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
-  const EngineOptions eo = make_engine_options(f.engine);
-  auto g = make_serving_group(model, eo);
+  const EngineOptions eo = f.engine.options;
+  auto g = std::make_unique<BenchGroup>(model, eo);
   fmt::print("model {} ({} layers, H={}), T={} backend {}, memory fraction {}, {} KV pages/rank of {} tokens\n",
              model.name, model.config.num_hidden_layers, model.config.num_attention_heads, eo.group.ranks,
              eo.group.backend, eo.mem_fraction, g->kv_pages(), eo.group.page_size);
@@ -162,22 +150,6 @@ int run_layout_bench(const LayoutBenchFlags& f) {
     }
   write_bench_json(f.json, j);
   return 0;
-}
-
-}  // namespace
-
-void add_bench_layouts(CLI::App& bench) {
-  auto f = std::make_shared<LayoutBenchFlags>();
-  CLI::App* cmd = bench.add_subcommand("layouts", "KV capacity per layout and the fixed-layout throughput sweep");
-  add_bench_engine_flags(*cmd, f->engine, "builtin:deepseek-v3-attn", 2);
-  cmd->add_option("--batches", f->batches, "B values")->delimiter(',')->capture_default_str();
-  cmd->add_option("--input-lens", f->input_lens, "L_in values")->delimiter(',')->capture_default_str();
-  cmd->add_option("--output-len", f->output_len, "L_out: tokens generated per request")->capture_default_str();
-  cmd->add_option("--prefill-tokens", f->prefill_tokens, "tokens of one prefill step")->capture_default_str();
-  cmd->add_option("--runs", f->runs, "repetitions of each step measurement")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--layouts", f->layouts, "layouts to measure")->delimiter(',')->capture_default_str();
-  cmd->add_option("--json", f->json, "write the results as JSON");
-  cmd->callback([f] { throw CLI::RuntimeError(run_layout_bench(*f)); });
 }
 
 }  // namespace splash

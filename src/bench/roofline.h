@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/step_plan.h"
+#include "plan/step_plan.h"
 #include "layout/layout.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 

@@ -7,29 +7,17 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "bench/bench_commands.h"
+#include "bench/benchmarks.h"
 #include "bench/bench_output.h"
 #include "bench/collective_timing.h"
 #include "bench/sample_stats.h"
 #include "bench/synthetic_batch.h"
-#include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "switch/switch_manifest.h"
 
 namespace splash {
 namespace {
-
-struct SwitchBenchFlags {
-  EngineFlags engine;
-  int batch = 16;
-  std::vector<int64_t> contexts = {16384, 32768, 65536, 131072};
-  int64_t live_context = 0;  // 0: the longest of `contexts`
-  int64_t step_tokens = 64;  // prefill tokens per request in the measured step
-  int runs = 20;
-  bool primitives = true, live = true;
-  std::string json;
-};
 
 // A walk that takes each of the 12 directed switches exactly once and returns to TP.
 constexpr Layout kWalk[] = {Layout::TP, Layout::DP,  Layout::CP, Layout::DOP, Layout::TP, Layout::CP, Layout::DP,
@@ -41,19 +29,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void to_layout(RankGroup& g, Layout to, const std::vector<LiveRequest>& live) {
+void to_layout(BenchGroup& g, Layout to, const std::vector<LiveRequest>& live) {
   if (g.layout() == to) return;
   if (auto why = g.switch_layout(to, live, SwitchMode::Blocking))
     fail("cannot switch {} for the benchmark: {}", direction(g.layout(), to), *why);
 }
 
-SwitchManifest manifest_of(const RankGroup& g, Layout a, Layout b, const std::vector<LiveRequest>& live) {
+SwitchManifest manifest_of(const BenchGroup& g, Layout a, Layout b, const std::vector<LiveRequest>& live) {
   return make_switch_manifest(g.config(), a, b, g.ranks(), live, static_cast<int64_t>(dtype_size(g.weight_dtype())),
                               static_cast<int64_t>(dtype_size(g.kv_dtype())));
 }
 
 // Blocking switch times per direction (ms per layer) over `runs` walks, inference paused.
-std::map<std::string, std::vector<double>> time_blocking_walks(RankGroup& g, SyntheticBatch* batch, int runs) {
+std::map<std::string, std::vector<double>> time_blocking_walks(BenchGroup& g, SyntheticBatch* batch, int runs) {
   std::map<std::string, std::vector<double>> ms;
   const double L = g.config().num_hidden_layers;
   const std::vector<LiveRequest> none;
@@ -68,7 +56,7 @@ std::map<std::string, std::vector<double>> time_blocking_walks(RankGroup& g, Syn
   return ms;
 }
 
-nlohmann::json bench_primitives(RankGroup& g, const SwitchBenchFlags& f) {
+nlohmann::json bench_primitives(BenchGroup& g, const SwitchBenchOptions& f) {
   nlohmann::json out = nlohmann::json::array();
   const int64_t W = g.config().latent_dim(), kv_es = static_cast<int64_t>(dtype_size(g.kv_dtype()));
   // Weights alone (no requests): their cost does not depend on the batch.
@@ -90,9 +78,9 @@ nlohmann::json bench_primitives(RankGroup& g, const SwitchBenchFlags& f) {
       const double kv_ms = std::max(0.0, quantile(total_ms.at(dir), 0.5) - w_ms);
       double nccl_w = 0, nccl_kv = 0;
       if (l.weights.primitive == Primitive::AllGather)
-        nccl_w = time_all_gather_ms(g, l.weights.recv_max() / (g.ranks() - 1), g.weight_dtype(), f.runs);
+        nccl_w = time_all_gather_ms(g.group(), l.weights.recv_max() / (g.ranks() - 1), g.weight_dtype(), f.runs);
       if (l.kv.primitive == Primitive::AllGather || l.kv.primitive == Primitive::AllToAll)
-        nccl_kv = time_kv_exchange_ms(g, a, b, batch.live(), W, g.kv_dtype(), f.runs);
+        nccl_kv = time_kv_exchange_ms(g.group(), a, b, batch.live(), W, g.kv_dtype(), f.runs);
       auto ratio = [](double ours, double ref) { return ref > 0 ? fmt::format("{:.2f}", ours / ref) : std::string("-"); };
       fmt::print("{:<9} {:>7} {:<10} {:>9.1f} {:>9.3f} {:>9.3f} {:>7} | {:<10} {:>9.1f} {:>9.3f} {:>9.3f} {:>7}\n", dir,
                  ctx, primitive_name(l.weights.primitive), l.weights.recv_max() / 1048576.0, w_ms, nccl_w,
@@ -110,7 +98,7 @@ nlohmann::json bench_primitives(RankGroup& g, const SwitchBenchFlags& f) {
   return out;
 }
 
-nlohmann::json bench_live(RankGroup& g, const SwitchBenchFlags& f) {
+nlohmann::json bench_live(BenchGroup& g, const SwitchBenchOptions& f) {
   const int64_t ctx = f.live_context > 0 ? f.live_context : *std::max_element(f.contexts.begin(), f.contexts.end());
   SyntheticBatch batch(g, f.batch, ctx);
   auto run_step = [&] { return timed_step(g, batch.step_all(f.step_tokens)) * 1e3; };
@@ -172,13 +160,14 @@ nlohmann::json bench_live(RankGroup& g, const SwitchBenchFlags& f) {
   return out;
 }
 
-int run_switch_bench(const SwitchBenchFlags& f) {
-  apply_log_level(f.engine.log_level);
+}  // namespace
+
+int run_switch_bench(const SwitchBenchOptions& f) {
   ModelSource model = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
-  const EngineOptions eo = make_engine_options(f.engine);
+  const EngineOptions eo = f.engine.options;
   if (eo.group.ranks < 2) fail("switching needs --ranks of at least 2");
   const auto t0 = std::chrono::steady_clock::now();
-  auto g = make_serving_group(model, eo);
+  auto g = std::make_unique<BenchGroup>(model, eo);
   fmt::print("model {} ({} layers, H={}, C={}+{}), T={} backend {}, {} KV pages/rank of {} tokens; set up in {:.1f} s\n",
              model.name, model.config.num_hidden_layers, model.config.num_attention_heads, model.config.kv_lora_rank,
              model.config.qk_rope_head_dim, eo.group.ranks, eo.group.backend, g->kv_pages(), eo.group.page_size,
@@ -189,25 +178,6 @@ int run_switch_bench(const SwitchBenchFlags& f) {
   if (f.live) j["live"] = bench_live(*g, f);
   write_bench_json(f.json, j);
   return 0;
-}
-
-}  // namespace
-
-void add_bench_switch(CLI::App& bench) {
-  auto f = std::make_shared<SwitchBenchFlags>();
-  CLI::App* cmd = bench.add_subcommand("switch", "per-layer switch primitive costs and the 12-direction live-switch table");
-  add_bench_engine_flags(*cmd, f->engine, "builtin:deepseek-v3-attn", 2);
-  cmd->add_option("--batch", f->batch, "B: requests holding long contexts")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--contexts", f->contexts, "cached tokens per request for the primitive costs")->delimiter(',')->capture_default_str();
-  cmd->add_option("--live-context", f->live_context, "cached tokens per request in the live table (0: the longest)")
-      ->capture_default_str();
-  cmd->add_option("--step-tokens", f->step_tokens, "new tokens per request in the measured step")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--runs", f->runs, "repetitions of each measurement")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_flag("!--no-primitives", f->primitives, "skip the per-layer primitive costs");
-  cmd->add_flag("!--no-live", f->live, "skip the live-switch table");
-  cmd->add_option("--json", f->json, "write the results as JSON");
-  cmd->callback([f] { throw CLI::RuntimeError(run_switch_bench(*f)); });
 }
 
 }  // namespace splash

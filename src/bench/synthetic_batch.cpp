@@ -3,11 +3,12 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "plan/complete_plan.h"
 
 namespace splash {
 namespace {
 
-void register_context(RankGroup& g, const LiveRequest& r) {
+void register_context(BenchGroup& g, const LiveRequest& r) {
   if (!g.kv().grow(r.id, r.owner, r.context, g.layout()))
     fail("the KV pool cannot hold request {} at {} positions in layout {} ({} pages per rank, {} free on rank 0)",
          r.id, r.context, layout_name(g.layout()), g.kv().pool(0).capacity(), g.kv().pool(0).free_count());
@@ -15,7 +16,7 @@ void register_context(RankGroup& g, const LiveRequest& r) {
 
 }  // namespace
 
-SyntheticBatch::SyntheticBatch(RankGroup& group, int batch, int64_t context) : group_(group) {
+SyntheticBatch::SyntheticBatch(BenchGroup& group, int batch, int64_t context) : group_(group) {
   SPLASH_CHECK(batch > 0 && context >= 0, "synthetic batch of {} requests at {} positions", batch, context);
   for (int i = 0; i < batch; ++i) {
     live_.push_back({i, i % group.ranks(), context});
@@ -31,7 +32,6 @@ StepPlan SyntheticBatch::step(const std::vector<int>& which, int64_t n_new, Attn
   StepPlan plan;
   plan.layout = group_.layout();
   plan.form = form;
-  plan.kv = &group_.kv();
   const int32_t vocab = static_cast<int32_t>(group_.config().vocab_size);
   for (int i : which) {
     LiveRequest& r = live_.at(static_cast<size_t>(i));
@@ -43,6 +43,7 @@ StepPlan SyntheticBatch::step(const std::vector<int>& which, int64_t n_new, Attn
       plan.tokens.push_back(static_cast<int32_t>((r.id * 7919 + p * 104729) % vocab));
     r.context += n_new;
   }
+  complete_plan(plan, group_.kv());
   return plan;
 }
 
@@ -60,7 +61,7 @@ void SyntheticBatch::reset(int64_t context) {
   }
 }
 
-double timed_step(RankGroup& group, const StepPlan& plan) {
+double timed_step(BenchGroup& group, const StepPlan& plan) {
   const auto t0 = std::chrono::steady_clock::now();
   group.run(plan);
   group.synchronize();

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/rank_group.h"
-#include "engine/step_plan.h"
+#include "bench/bench_group.h"
+#include "plan/step_plan.h"
 #include "switch/kv_moves.h"
 
 namespace splash {
@@ -15,7 +15,7 @@ class SyntheticBatch {
  public:
   // Registers `batch` requests of `context` cached positions in the group's current layout, owners round
   // robin; fails naming the shortfall when the pools lack the pages.
-  SyntheticBatch(RankGroup& group, int batch, int64_t context);
+  SyntheticBatch(BenchGroup& group, int batch, int64_t context);
   ~SyntheticBatch();
   SyntheticBatch(const SyntheticBatch&) = delete;
   SyntheticBatch& operator=(const SyntheticBatch&) = delete;
@@ -32,11 +32,11 @@ class SyntheticBatch {
   void reset(int64_t context);
 
  private:
-  RankGroup& group_;
+  BenchGroup& group_;
   std::vector<LiveRequest> live_;
 };
 
 // Wall seconds of one step on every rank, device work included.
-double timed_step(RankGroup& group, const StepPlan& plan);
+double timed_step(BenchGroup& group, const StepPlan& plan);
 
 }  // namespace splash

@@ -9,8 +9,8 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "check/reference_check.h"
 #include "engine/engine.h"
-#include "engine/reference_check.h"
 #include "model/model_source.h"
 
 namespace splash {
@@ -62,11 +62,11 @@ int run_check(const CheckFlags& f) {
   // leaves room for the GPU kernels' other accumulation orders.
   const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 5e-2);
   // Replay: the engine uses the reference's expert choices (an f32 CPU run), so that near-tied routing
-  // cannot hide or excuse arithmetic errors (StepPlan::routing_replay).
+  // cannot hide or excuse arithmetic errors (check/routing_replay.h).
   const bool replay = f.replay_routing;
   RoutingReplay routing;
   if (replay) {
-    routing = reference_routing_replay(src.config, *src.weights, ref);
+    routing = reference_routing_replay(src, ref);
     co.routing_replay = &routing;
   }
 
@@ -74,18 +74,17 @@ int run_check(const CheckFlags& f) {
                src.weights->describe(), go.ranks, layout_name(go.layout), go.backend,
                co.prefill_chunk > 0 ? std::to_string(co.prefill_chunk) : "whole prompt", f.engine.attn_form,
                replay ? "replayed from the reference" : "the engine's");
-  RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(pages_for_reference(ref, group));
+  Engine engine(ModelSource{src.config, src.weights, "", src.name}, check_engine_options(src.config, go, ref, co));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> refused;
-  std::vector<PromptCheck> results = run_reference_check(group, ref, co, &refused);
+  std::vector<PromptCheck> results = run_reference_check(engine, ref, co, &refused);
   for (const std::string& why : refused) spdlog::warn("switch refused: {}", why);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // A reduced-precision engine routing by itself may route near-tied tokens differently: find the
   // reference's near ties with the f32 CPU backend so that a failure says where such a flip may have
   // started. It excuses nothing: --replay-routing is how the arithmetic alone is compared.
   const bool attribute = !replay && go.backend != "cpu" && f.routing_noise > 0 && has_moe_layers(src.config);
-  if (attribute) attach_routing_slack(results, src.config, *src.weights, ref);
+  if (attribute) attach_routing_slack(results, src, ref);
 
   bool ok = true;
   fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10} {:>7}  {}\n", "prompt", "len", "max_rel_err", "median_err",

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli/multinode_flags.h"
-#include "engine/rank_group.h"
-#include "engine/step_plan.h"
+#include "engine/layout_switcher.h"
+#include "plan/step_plan.h"
 
 namespace splash {
 

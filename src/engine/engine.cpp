@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "layout/memory_plan.h"
+#include "plan/complete_plan.h"
 
 namespace splash {
 namespace {
@@ -37,6 +38,10 @@ Engine::Engine(ModelSource model, EngineOptions opt)
       opt_(opt),
       tokenizer_(model_.dir.empty() ? nullptr : Tokenizer::from_model_dir(model_.dir)),
       group_(make_serving_group(model_, opt)),
+      switcher_(std::make_unique<LayoutSwitcher>(*group_, opt.group.layout, opt.switch_mode)),
+      policy_(std::make_unique<RequestableLayoutPolicy>(
+          opt.switch_schedule.empty() ? std::unique_ptr<LayoutPolicy>(std::make_unique<FixedLayoutPolicy>())
+                                      : std::make_unique<ScriptedLayoutPolicy>(opt.switch_schedule))),
       scheduler_(opt.scheduler, group_->kv(), opt.group.layout),
       seed_state_(std::random_device{}()) {
   eos_ = tokenizer_ && tokenizer_->eos_id() ? tokenizer_->eos_id() : model_.config.eos_token_id;
@@ -83,44 +88,33 @@ std::vector<std::pair<int64_t, Layout>> parse_switch_schedule(const std::string&
   return out;
 }
 
-std::optional<std::string> Engine::switch_layout(Layout to) {
-  if (group_->switch_in_transit()) return std::string("a switch is already in transit");
-  const Layout from = group_->layout();
-  SwitchRecord rec;
-  rec.step = stats_.steps;
-  rec.from = from;
-  rec.to = to;
+std::vector<LiveRequest> Engine::live_requests() const {
   std::vector<LiveRequest> live;
   for (const Request* r : scheduler_.running_requests()) live.push_back({r->id, r->owner, r->computed});
-  const SwitchManifest m = make_switch_manifest(model_.config, from, to, opt_.group.ranks, live,
-                                                static_cast<int64_t>(dtype_size(group_->weight_dtype())),
-                                                static_cast<int64_t>(dtype_size(group_->kv_dtype())));
-  const double t = now();
-  auto refused = group_->switch_layout(to, live, opt_.switch_mode);
-  if (refused) {
-    rec.refused = *refused;
-    spdlog::warn("switch {} -> {} before step {} refused: {}; serving on in {}", layout_name(from), layout_name(to),
-                 rec.step, *refused, layout_name(from));
-    switches_.push_back(rec);
-    return refused;
-  }
-  scheduler_.set_layout(to);
-  rec.weights = m.layers.empty() ? Primitive::Keep : m.layers[0].weights.primitive;
-  rec.kv = m.layers.empty() ? Primitive::Keep : m.layers[0].kv.primitive;
-  for (const LayerManifest& l : m.layers) {
-    rec.weight_bytes += l.weights.recv_total();
-    rec.kv_bytes += l.kv.recv_total();
-  }
-  rec.seconds = now() - t;  // blocking: the transfers; an overlapped switch adds the step that carries it
-  switches_.push_back(rec);
-  if (opt_.switch_mode == SwitchMode::Blocking) log_switch(switches_.back());
+  return live;
+}
+
+void Engine::consult_layout_policy() {
+  if (switcher_->in_transit()) return;  // the step that carries it comes first
+  const std::optional<Layout> to = policy_->decide({stats_.steps, switcher_->layout(), scheduler_});
+  if (!to || *to == switcher_->layout()) return;
+  if (!switcher_->begin(*to, live_requests(), stats_.steps)) scheduler_.set_layout(*to);
+}
+
+std::optional<std::string> Engine::switch_layout(Layout to) {
+  if (switcher_->in_transit()) return std::string("a switch is already in transit");
+  if (to == switcher_->layout()) return fmt::format("already in layout {}", layout_name(to));
+  const size_t before = switcher_->history().size();
+  policy_->request(to);
+  consult_layout_policy();
+  const std::vector<SwitchRecord>& h = switcher_->history();
+  SPLASH_CHECK(h.size() == before + 1, "the layout request was not handled");
+  if (!h.back().refused.empty()) return h.back().refused;
   return std::nullopt;
 }
 
-void Engine::log_switch(const SwitchRecord& r) const {
-  spdlog::info("switch {} -> {} before step {}: weights {} {:.2f} MiB, KV {} {:.2f} MiB received over the group; {:.2f} ms",
-               layout_name(r.from), layout_name(r.to), r.step, primitive_name(r.weights), r.weight_bytes / 1048576.0,
-               primitive_name(r.kv), r.kv_bytes / 1048576.0, r.seconds * 1e3);
+void Engine::set_layout_policy(std::unique_ptr<LayoutPolicy> policy) {
+  policy_ = std::make_unique<RequestableLayoutPolicy>(std::move(policy));
 }
 
 int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sz) {
@@ -220,6 +214,12 @@ void Engine::abort(int64_t id) {
   it->second->finished_at = now();
 }
 
+void Engine::fail_request(Request& r, RequestOutput& out) {
+  r.error = "internal error";
+  r.error_internal = true;
+  finish(r, FinishReason::Error, out);
+}
+
 void Engine::finish(Request& r, FinishReason why, RequestOutput& out) {
   if (r.stops && why != FinishReason::Stop) {
     std::string rest = r.stops->push(r.detok->flush()).emit + r.stops->flush();
@@ -265,56 +265,41 @@ bool Engine::append_token(Request& r, const SampleResult& s, RequestOutput& out)
 }
 
 std::vector<RequestOutput> Engine::step() {
-  for (const auto& [at, layout] : opt_.switch_schedule)
-    if (at == stats_.steps && layout != group_->layout()) switch_layout(layout);
-  const bool carries_switch = group_->switch_in_transit();
+  if (!broken_.empty()) fail_internal("the engine stopped after a failed layout switch: {}", broken_);
+  consult_layout_policy();
+  const SwitchSchedule* carried = switcher_->carried();
   std::vector<Request*> batch;
   StepPlan plan = scheduler_.schedule(batch);
   plan.form = opt_.form;
+  plan.all_logits = opt_.all_logits;
   // Greedy requests that want no logprobs take their token on the device: only ids come back.
   for (size_t i = 0; i < batch.size(); ++i)
-    plan.seqs[i].greedy = batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0;
+    plan.seqs[i].greedy = !plan.all_logits && batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0;
+  complete_plan(plan, group_->kv());
   stats_.preemptions = scheduler_.preemptions();
-  const double t = now();
-  if (batch.empty()) {
-    if (carries_switch) {  // nothing to compute: finish the transfers now
-      group_->run(plan);
-      switches_.back().seconds += now() - t;
-      log_switch(switches_.back());
-    }
-    return {};
-  }
-  const StepOutput step = group_->run(plan);
-  const int64_t V = model_.config.vocab_size;
-  std::vector<RequestOutput> outputs;
-  int64_t row = 0, prefill_tokens = 0;
-  size_t greedy_row = 0;
+  int64_t prefill_tokens = 0;  // rows that are not one request's next decode row
   for (size_t i = 0; i < batch.size(); ++i) {
-    Request& r = *batch[i];
     const StepSeq& seq = plan.seqs[i];
-    const bool decode = seq.n_new == 1 && !r.output.empty() && seq.start == r.length() - 1;
-    if (!decode) prefill_tokens += seq.n_new;
-    r.computed += seq.n_new;
-    if (!seq.logits) continue;
-    RequestOutput out;
-    out.id = r.id;
-    SampleResult s;
-    if (seq.greedy) {
-      s.token = step.greedy_tokens.at(greedy_row++);
-      if (s.token < 0) fail("request {}: the greedy step's logits hold a NaN or no finite maximum", r.id);
-      s.logprob = std::numeric_limits<float>::quiet_NaN();
-    } else {
-      s = sample_token(std::span<const float>(step.logits.ptr<float>() + row++ * V, V), r.params, r.seed,
-                       r.output.size());
+    if (!(seq.n_new == 1 && !batch[i]->output.empty() && seq.start == batch[i]->length() - 1))
+      prefill_tokens += seq.n_new;
+  }
+  const double t = now();
+  std::optional<StepOutput> out;
+  try {
+    out = group_->run(plan, carried);
+  } catch (const std::exception& e) {
+    // A step that carried a switch left its layers half handed over: nothing can be retried.
+    if (carried) {
+      broken_ = e.what();
+      throw;
     }
-    append_token(r, s, out);
-    outputs.push_back(std::move(out));
+    spdlog::error("engine step {} failed ({} requests): {}; running them one by one", stats_.steps, batch.size(),
+                  e.what());
   }
+  if (carried) switcher_->complete(now() - t);
+  if (batch.empty()) return {};
+  std::vector<RequestOutput> outputs = out ? take_tokens(plan, batch, *out) : run_alone(plan, batch);
   const double dt = now() - t;
-  if (carries_switch) {
-    switches_.back().seconds += dt;
-    log_switch(switches_.back());
-  }
   ++stats_.steps;
   stats_.busy_seconds += dt;
   stats_.prompt_tokens += prefill_tokens;
@@ -324,6 +309,76 @@ std::vector<RequestOutput> Engine::step() {
   } else {
     stats_.decode_seconds += dt;
     stats_.decode_step_tokens += plan.rows();
+  }
+  return outputs;
+}
+
+std::vector<RequestOutput> Engine::run_alone(const StepPlan& plan, const std::vector<Request*>& batch) {
+  std::vector<RequestOutput> outputs;
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const StepSeq& seq = plan.seqs[i];
+    StepPlan one;
+    one.layout = plan.layout;
+    one.form = plan.form;
+    one.all_logits = plan.all_logits;
+    one.seqs = {seq};
+    one.tokens.assign(plan.tokens.begin() + row, plan.tokens.begin() + row + seq.n_new);
+    row += seq.n_new;
+    complete_plan(one, group_->kv());
+    Request& r = *batch[i];
+    std::optional<StepOutput> alone;
+    try {
+      alone = group_->run(one);
+    } catch (const std::exception& e) {
+      spdlog::error("request {} failed alone: {}", r.id, e.what());
+      RequestOutput out;
+      out.id = r.id;
+      fail_request(r, out);
+      outputs.push_back(std::move(out));
+      continue;
+    }
+    std::vector<RequestOutput> o = take_tokens(one, {&r}, *alone);
+    outputs.insert(outputs.end(), std::make_move_iterator(o.begin()), std::make_move_iterator(o.end()));
+  }
+  return outputs;
+}
+
+std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
+                                               const StepOutput& step) {
+  if (observer_) observer_->on_step(plan, step);
+  const int64_t V = model_.config.vocab_size;
+  std::vector<RequestOutput> outputs;
+  int64_t row = 0;
+  size_t greedy_row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Request& r = *batch[i];
+    const StepSeq& seq = plan.seqs[i];
+    r.computed += seq.n_new;
+    // The sequence's logit row: with all logits, its last row; else the next of the host rows.
+    const int64_t logit_row = plan.all_logits ? row + seq.n_new - 1 : row;
+    row += plan.all_logits ? seq.n_new : (seq.logits && !seq.greedy ? 1 : 0);
+    if (!seq.logits) continue;
+    RequestOutput out;
+    out.id = r.id;
+    SampleResult s;
+    try {
+      if (seq.greedy) {
+        s.token = step.greedy_tokens.at(greedy_row++);
+        s.logprob = std::numeric_limits<float>::quiet_NaN();
+        if (s.token < 0) fail_internal("the greedy row holds a NaN or no finite maximum");
+      } else {
+        s = sample_token(std::span<const float>(step.logits.ptr<float>() + logit_row * V, V), r.params, r.seed,
+                         r.output.size());
+      }
+    } catch (const std::exception& e) {  // this request's logits are broken (a NaN): it alone fails
+      spdlog::error("request {}: sampling failed: {}", r.id, e.what());
+      fail_request(r, out);
+      outputs.push_back(std::move(out));
+      continue;
+    }
+    append_token(r, s, out);
+    outputs.push_back(std::move(out));
   }
   return outputs;
 }

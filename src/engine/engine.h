@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/layout_policy.h"
+#include "engine/layout_switcher.h"
 #include "engine/rank_group.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "switch/switch_manifest.h"
 #include "model/model_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,16 +29,16 @@ struct EngineOptions {
   int64_t kv_pages = 0;       // pages per rank; 0: what the memory left after the weights holds
   SwitchMode switch_mode = SwitchMode::Overlapped;
   std::vector<std::pair<int64_t, Layout>> switch_schedule;  // switch before engine step N to a layout
+  // Every row's logits come back from each step (checks compare them; StepObserver sees them). Tokens
+  // are then sampled from each sequence's last row on the host.
+  bool all_logits = false;
 };
 
-// One layout switch as the log and /layout report it.
-struct SwitchRecord {
-  int64_t step = 0;
-  Layout from = Layout::TP, to = Layout::TP;
-  std::string refused;  // empty when it happened
-  Primitive weights = Primitive::Keep, kv = Primitive::Keep;
-  int64_t weight_bytes = 0, kv_bytes = 0;  // received over the group, all layers
-  double seconds = 0;                      // blocking: the transfers; overlapped: the step that carried them
+// Sees every step's plan and output (checks compare logits with a reference this way).
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void on_step(const StepPlan& plan, const StepOutput& out) = 0;
 };
 
 // Parses `step=5:dop,step=9:cp`.
@@ -77,12 +78,20 @@ class Engine {
   // Tokenizes text (fails when the model has no tokenizer).
   int64_t add_text(const std::string& text, SamplingParams params);
   void abort(int64_t id);
-  // Switches attention layout at this step boundary, keeping every running request's history.
-  // Returns the reason when it does not fit; the engine then keeps serving in the current layout.
+  // Asks for a switch of the attention layout at this step boundary (the request goes to the layout
+  // policy, which hands it to the switcher), keeping every running request's history. Returns the
+  // reason when it does not fit; the engine then keeps serving in the current layout.
   std::optional<std::string> switch_layout(Layout to);
-  Layout layout() const { return group_->layout(); }
-  const std::vector<SwitchRecord>& switches() const { return switches_; }
+  // Replaces what decides the layout at step boundaries (fixed, scripted, or a scheduler's policy);
+  // switch_layout requests still take precedence once.
+  void set_layout_policy(std::unique_ptr<LayoutPolicy> policy);
+  Layout layout() const { return switcher_->layout(); }
+  bool switch_in_transit() const { return switcher_->in_transit(); }
+  const std::vector<SwitchRecord>& switches() const { return switcher_->history(); }
+  // One step: the layout policy is asked first, then the scheduler batches, the group runs the plan
+  // (carrying a switch in transit) and each request's token is sampled.
   std::vector<RequestOutput> step();
+  void set_step_observer(StepObserver* o) { observer_ = o; }
   bool has_work() const { return scheduler_.has_work(); }
 
   const Request& request(int64_t id) const;
@@ -101,14 +110,26 @@ class Engine {
   void reject(Request& r, std::string why);
   bool append_token(Request& r, const SampleResult& s, RequestOutput& out);
   void finish(Request& r, FinishReason why, RequestOutput& out);
-  void log_switch(const SwitchRecord& r) const;
+  void fail_request(Request& r, RequestOutput& out);  // an internal fault confined to this request
+  // Asks the policy at a step boundary and starts what it decides.
+  void consult_layout_policy();
+  // Samples (or takes the device's greedy choice for) each request's next token from a step's output.
+  std::vector<RequestOutput> take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
+                                         const StepOutput& out);
+  // After a failed step: each request of the batch runs alone, so that a fault confined to one request
+  // fails that request only (an internal error), and the others go on.
+  std::vector<RequestOutput> run_alone(const StepPlan& plan, const std::vector<Request*>& batch);
+  std::vector<LiveRequest> live_requests() const;
 
   ModelSource model_;
   EngineOptions opt_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<RankGroup> group_;
+  std::unique_ptr<LayoutSwitcher> switcher_;
+  std::unique_ptr<RequestableLayoutPolicy> policy_;
   Scheduler scheduler_;
-  std::vector<SwitchRecord> switches_;
+  StepObserver* observer_ = nullptr;
+  std::string broken_;  // why the engine stopped (a fault in a step that carried a switch)
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   int64_t next_id_ = 0;
   uint64_t seed_state_;

@@ -48,7 +48,7 @@ KvSizing backend_dtypes(const std::string& name) {
 }
 
 RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)
-    : cfg_(cfg), opt_(opt), layout_(opt.layout) {
+    : cfg_(cfg), opt_(opt), loaded_layout_(opt.layout) {
   if (opt.ranks < 1) fail("--ranks must be at least 1, got {}", opt.ranks);
   for (int r = 0; r < opt.ranks; ++r) {
     workers_.push_back(std::make_unique<Worker>());
@@ -82,7 +82,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   const GroupOptions& opt = opt_;
   // Projections load as shards whenever the heads split; a replicated starting layout then gathers
   // them into pool pages (allocate_kv), the same way a switch does.
-  if (layout_split_error(cfg_, Layout::TP, opt.ranks).empty()) layout_ = Layout::TP;
+  if (layout_split_error(cfg_, Layout::TP, opt.ranks).empty()) loaded_layout_ = Layout::TP;
   dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, w.rank); });
   comms_ = make_communicators();
   transfer_comms_ = make_communicators();
@@ -93,7 +93,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
     RankEnv env{be, *comms_[w.rank], *transfer_comms_[w.rank], cfg_,
                 make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
-    w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, layout_));
+    w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_));
   });
 }
 
@@ -156,7 +156,6 @@ void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
 }
 
 void RankGroup::allocate_kv(int64_t pages) {
-  SPLASH_CHECK(!pending_, "allocate_kv during a switch");
   dispatch([&](Worker& w) {
     RankEnv& env = w.model->env();
     env.kv_pool = Tensor();  // free the old storage first
@@ -167,41 +166,28 @@ void RankGroup::allocate_kv(int64_t pages) {
   });
   kv_ = std::make_unique<KvCacheManager>(opt_.ranks, cfg_.num_hidden_layers, opt_.page_size, pages);
   kv_->set_replica_pages(replica_pages_per_layer());
-  if (layout_ != opt_.layout) {
-    if (auto why = switch_layout(opt_.layout, {}, SwitchMode::Blocking))
-      fail("layout {} needs {} pages per rank per layer for its projection replicas, which the pool of {} pages cannot "
-           "give: {}", layout_name(opt_.layout), replica_pages_per_layer(), pages, *why);
-  }
 }
 
-int64_t RankGroup::replica_pages_per_layer() const {
-  const int64_t bytes = projection_bytes(cfg_, static_cast<int64_t>(dtype_size(weight_dtype()))).total();
-  const int64_t page_bytes = static_cast<int64_t>(opt_.page_size) * cfg_.latent_dim() * dtype_size(kv_dtype());
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, DType weight_dtype, DType kv_dtype) {
+  const int64_t bytes = projection_bytes(cfg, static_cast<int64_t>(dtype_size(weight_dtype))).total();
+  const int64_t page_bytes = static_cast<int64_t>(page_size) * cfg.latent_dim() * dtype_size(kv_dtype);
   return (bytes + page_bytes - 1) / page_bytes;
 }
 
-std::optional<std::string> RankGroup::switch_layout(Layout to, std::vector<LiveRequest> live, SwitchMode mode) {
-  if (pending_) return std::string("a switch is already in transit");
-  if (to == layout_) return fmt::format("already in layout {}", layout_name(to));
-  if (std::string e = layout_split_error(cfg_, to, opt_.ranks); !e.empty()) return e;
-  auto sched = std::make_unique<SwitchSchedule>();
-  if (auto why = schedule_switch(*kv_, layout_, to, std::move(live), *sched)) return why;
-  pending_ = std::move(sched);
-  if (mode == SwitchMode::Blocking) {
-    dispatch([&](Worker& w) {
-      RankSwitch sw(w.model->env(), w.model->weights(), *pending_, opt_.page_size);
-      for (int l = 0; l < sw.layers(); ++l) sw.transfer_layer(l);
-      w.backend->synchronize();
-    });
-    finish_switch();
-  }
-  return std::nullopt;
+int64_t RankGroup::replica_pages_per_layer() const {
+  return splash::replica_pages_per_layer(cfg_, opt_.page_size, weight_dtype(), kv_dtype());
 }
 
-void RankGroup::finish_switch() {
-  release_switch_pages(*kv_, *pending_);
-  layout_ = pending_->to;
-  pending_.reset();
+void RankGroup::transfer(const SwitchSchedule& sched) {
+  dispatch([&](Worker& w) {
+    RankSwitch sw(w.model->env(), w.model->weights(), sched, opt_.page_size);
+    for (int l = 0; l < sw.layers(); ++l) sw.start_layer(l);
+    w.backend->synchronize();
+  });
+}
+
+void RankGroup::set_routing_hook(RoutingHook* hook) {
+  dispatch([&](Worker& w) { w.model->set_routing_hook(hook); });
 }
 
 int64_t RankGroup::device_memory_bytes() const { return workers_.front()->backend->total_memory_bytes(); }
@@ -227,17 +213,15 @@ void RankGroup::synchronize() {
   dispatch([](Worker& w) { w.backend->synchronize(); });
 }
 
-StepOutput RankGroup::run(const StepPlan& plan) {
-  SPLASH_CHECK(plan.layout == layout(), "step planned for layout {} in layout {}", layout_name(plan.layout),
-               layout_name(layout()));
+StepOutput RankGroup::run(const StepPlan& plan, const SwitchSchedule* carried) {
+  SPLASH_CHECK(plan.ranks == ranks(), "step planned for {} ranks on {}", plan.ranks, ranks());
   StepOutput out;
   dispatch([&](Worker& w) {
     std::unique_ptr<RankSwitch> sw;
-    if (pending_) sw = std::make_unique<RankSwitch>(w.model->env(), w.model->weights(), *pending_, opt_.page_size);
+    if (carried) sw = std::make_unique<RankSwitch>(w.model->env(), w.model->weights(), *carried, opt_.page_size);
     StepOutput o = w.model->forward(plan, sw.get());
     if (w.rank == 0) out = std::move(o);
   });
-  if (pending_) finish_switch();
   return out;
 }
 

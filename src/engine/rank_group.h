@@ -1,6 +1,8 @@
 #pragma once
 // T ranks as worker threads (one per GPU on a GPU backend), each with its own backend, communicator,
-// weights and latent page storage. The leader hands every rank the same work and waits for all.
+// weights and latent page storage. The leader hands every rank the same work and waits for all. Which
+// layout the ranks are in is the LayoutSwitcher's (engine/layout_switcher.h): the group runs the
+// steps and the switch transfers it is given.
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -9,17 +11,13 @@
 #include <vector>
 
 #include "comm/counting_communicator.h"
-#include "engine/step_plan.h"
 #include "kv/kv_cache_manager.h"
-#include "switch/switch_schedule.h"
 #include "model/deepseek_model.h"
 #include "model/weight_source.h"
+#include "plan/step_plan.h"
+#include "switch/switch_schedule.h"
 
 namespace splash {
-
-// Overlapped: each layer's transfer runs one layer ahead of the next step's computation.
-// Blocking: every transfer completes before anything computes (the baseline the paper compares with).
-enum class SwitchMode { Overlapped, Blocking };
 
 struct GroupOptions {
   int ranks = 1;
@@ -38,6 +36,9 @@ struct KvSizing {
 };
 // A backend's element types, known without making one (to plan memory before loading weights).
 KvSizing backend_dtypes(const std::string& name);
+// Pages one layer's full projections take in a pool of `page_size`-token latent pages (the run a
+// replicated layout holds per layer).
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, DType weight_dtype, DType kv_dtype);
 
 class RankGroup {
  public:
@@ -51,8 +52,7 @@ class RankGroup {
   const GroupOptions& options() const { return opt_; }
 
   // Allocates every rank's page storage (`pages` pages of page_size tokens of one layer, which also
-  // hold the projection replicas of replicated layouts) and the leader's page accounting, then puts the
-  // projections where the starting layout wants them.
+  // hold the projection replicas of replicated layouts) and the leader's page accounting.
   void allocate_kv(int64_t pages);
   int64_t kv_pages() const { return kv_ ? kv_->pool(0).capacity() : 0; }
   KvCacheManager& kv() { return *kv_; }
@@ -60,13 +60,9 @@ class RankGroup {
   // Pages one layer's full projections take (the run a replicated layout holds per layer).
   int64_t replica_pages_per_layer() const;
 
-  // The layout the next step runs in (a switch in transit hands every layer over during that step).
-  Layout layout() const { return pending_ ? pending_->to : layout_; }
-  // Switches the group to `to` with the live requests' histories (ids, owners, cached positions).
-  // Returns the reason when the switch does not fit (nothing changes); otherwise the switch is done
-  // (Blocking) or rides on the next run() (Overlapped).
-  std::optional<std::string> switch_layout(Layout to, std::vector<LiveRequest> live, SwitchMode mode);
-  bool switch_in_transit() const { return pending_ != nullptr; }
+  // The layout the projections were loaded in: sharded (TP) whenever the heads split, so a replicated
+  // starting layout is entered by a switch, the same way as later ones.
+  Layout loaded_layout() const { return loaded_layout_; }
   // Device memory of rank 0 (0 on the CPU backend, whose budget the user gives).
   int64_t device_memory_bytes() const;
   DType kv_dtype() const;      // the latent cache's element type
@@ -76,8 +72,13 @@ class RankGroup {
   const TrafficCounters& traffic(int r) const;
   void reset_traffic();
 
-  // Runs the step on every rank in lockstep; returns rank 0's output (all ranks agree).
-  StepOutput run(const StepPlan& plan);
+  // Runs the step on every rank in lockstep; returns rank 0's output (all ranks agree). With a switch
+  // carried, every layer's missing state is supplied one layer ahead of its computation.
+  StepOutput run(const StepPlan& plan, const SwitchSchedule* carried = nullptr);
+  // Runs every layer's transfers of a switch now, before anything computes (a blocking switch).
+  void transfer(const SwitchSchedule& s);
+  // Check-only: every rank's MoE layers use this hook (null: none); see model/routing_hook.h.
+  void set_routing_hook(RoutingHook* hook);
   // Runs fn on every rank's thread with that rank's environment and waits for all (benchmarks time
   // collectives and kernels this way). Collectives inside must be issued in the same order on every rank.
   void on_each_rank(const std::function<void(RankEnv&)>& fn);
@@ -91,13 +92,11 @@ class RankGroup {
   void load_ranks(const WeightSource& weights);
   std::vector<std::unique_ptr<Communicator>> make_communicators();
   void stop_workers();
-  void finish_switch();
 
   ModelConfig cfg_;
   GroupOptions opt_;
-  Layout layout_;
+  Layout loaded_layout_;
   std::unique_ptr<KvCacheManager> kv_;
-  std::unique_ptr<SwitchSchedule> pending_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Communicator>> transfer_comms_;
   std::vector<std::unique_ptr<Worker>> workers_;

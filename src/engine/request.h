@@ -32,6 +32,7 @@ struct Request {
   std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason finish = FinishReason::None;
   std::string error;
+  bool error_internal = false;  // the engine's own fault (a 500, details in the log), not the request's
   int preemptions = 0;
 
   // Text, when the model has a tokenizer: detokenized output with stop strings cut.

@@ -82,7 +82,6 @@ StepPlan Scheduler::schedule(std::vector<Request*>& batch) {
   batch.clear();
   StepPlan plan;
   plan.layout = layout_;
-  plan.kv = &kv_;
   int64_t budget = opt_.max_batched_tokens;
   auto take = [&](Request* r) -> bool {
     int64_t n = std::min(r->length() - r->computed, budget);

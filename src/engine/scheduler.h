@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/step_plan.h"
+#include "plan/step_plan.h"
 #include "kv/kv_cache_manager.h"
 
 namespace splash {

@@ -21,7 +21,7 @@ void KvCacheManager::set(int r, int64_t seq, SeqPages pages) {
   bool empty = true;
   for (const auto& l : pages.layers) empty = empty && l.empty();
   if (empty) seqs_[r].erase(seq);
-  else seqs_[r][seq] = std::move(pages);
+  else seqs_[r][seq] = std::make_shared<SeqPages>(std::move(pages));
 }
 
 int64_t KvCacheManager::pages_to_grow(int r, int64_t seq, int owner, int64_t ctx, Layout layout) const {
@@ -43,7 +43,7 @@ bool KvCacheManager::grow(int64_t seq, int owner, int64_t ctx, Layout layout) {
     const int64_t need = pages_to_grow(r, seq, owner, ctx, layout);
     const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
     if (need == 0 && held == 0 && !find(r, seq)) continue;
-    SeqPages& s = seqs_[r][seq];
+    SeqPages& s = writable(r, seq);
     if (s.layers.empty()) s.layers.resize(static_cast<size_t>(layers_));
     if (need > 0) {
       std::vector<int32_t> pages = *pools_[r].allocate(need);
@@ -60,19 +60,26 @@ void KvCacheManager::release(int64_t seq) {
   for (int r = 0; r < ranks(); ++r) {
     auto it = seqs_[r].find(seq);
     if (it == seqs_[r].end()) continue;
-    for (auto& layer : it->second.layers) pools_[r].release(layer);
+    for (auto& layer : it->second->layers) pools_[r].release(layer);
     seqs_[r].erase(it);
   }
 }
 
 const SeqPages* KvCacheManager::find(int r, int64_t seq) const {
   auto it = seqs_[r].find(seq);
-  return it == seqs_[r].end() ? nullptr : &it->second;
+  return it == seqs_[r].end() ? nullptr : it->second.get();
 }
 
-SeqPages* KvCacheManager::find(int r, int64_t seq) {
+std::shared_ptr<const SeqPages> KvCacheManager::snapshot(int r, int64_t seq) const {
   auto it = seqs_[r].find(seq);
-  return it == seqs_[r].end() ? nullptr : &it->second;
+  return it == seqs_[r].end() ? nullptr : it->second;
+}
+
+SeqPages& KvCacheManager::writable(int r, int64_t seq) {
+  std::shared_ptr<SeqPages>& p = seqs_[r][seq];
+  if (!p) p = std::make_shared<SeqPages>();
+  else if (p.use_count() > 1) p = std::make_shared<SeqPages>(*p);
+  return *p;
 }
 
 }  // namespace splash

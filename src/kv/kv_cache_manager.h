@@ -2,23 +2,19 @@
 // The leader's view of every rank's latent cache: one page pool per rank and, per request and rank,
 // one page table per layer (layers have separate tables so a layout switch can retire one layer's
 // pages while the next is in transit). Ranks receive these tables with the step plan and own only
-// the page storage, as vLLM's workers receive block tables from the scheduler.
+// the page storage, as vLLM's workers receive block tables from the scheduler. A step plan holds
+// shared snapshots of the tables it reads; the manager copies a table before changing one that a plan
+// (or a saved manager, for a switch's rollback) still shares, so neither copies tables up front.
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/page_pool.h"
+#include "kv/seq_pages.h"
 #include "layout/layout.h"
 
 namespace splash {
-
-struct SeqPages {
-  int64_t tokens = 0;                        // latent tokens this rank holds for the request
-  std::vector<std::vector<int32_t>> layers;  // [layer][page]
-  int32_t slot(int layer, int64_t local_index, int page_size) const {
-    return layers[layer][local_index / page_size] * page_size + static_cast<int32_t>(local_index % page_size);
-  }
-};
 
 class KvCacheManager {
  public:
@@ -39,7 +35,8 @@ class KvCacheManager {
   void release(int64_t seq);
 
   const SeqPages* find(int r, int64_t seq) const;
-  SeqPages* find(int r, int64_t seq);
+  // The request's tables on rank r as they are now (null when r holds none), to hand to a step plan.
+  std::shared_ptr<const SeqPages> snapshot(int r, int64_t seq) const;
   // A layout switch replaces a request's tables on a rank (an empty SeqPages removes them).
   void set(int r, int64_t seq, SeqPages pages);
 
@@ -57,7 +54,9 @@ class KvCacheManager {
   int layers_;
   int page_size_;
   std::vector<PagePool> pools_;
-  std::vector<std::unordered_map<int64_t, SeqPages>> seqs_;  // per rank
+  SeqPages& writable(int r, int64_t seq);  // copies a shared table first
+
+  std::vector<std::unordered_map<int64_t, std::shared_ptr<SeqPages>>> seqs_;  // per rank
   int64_t replica_pages_ = 0;
   std::vector<std::vector<int32_t>> replica_runs_;  // [rank][layer] first page, -1 when sharded
 };

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "layout/layout.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 

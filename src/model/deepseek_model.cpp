@@ -1,8 +1,8 @@
 #include "model/deepseek_model.h"
 
 #include "core/error.h"
-#include "layout/mla_attention.h"
-#include "switch/rank_switch.h"
+#include "core/upload.h"
+#include "model/attention/mla_attention.h"
 
 namespace splash {
 namespace {
@@ -35,29 +35,10 @@ struct ExpertChoices {
   Tensor ids, weights;  // [N, top_k] I32 / F32, as moe_route writes them
 };
 
-// The plan's recorded expert choices of `layer` for the step's rows (plan.routing_replay), uploaded.
-ExpertChoices replayed_choices(Backend& be, const StepPlan& plan, int layer, int top_k) {
-  const RoutingReplay& replay = *plan.routing_replay;
-  SPLASH_CHECK(replay.top_k == top_k, "routing replay: top_k {} recorded, the model routes {}", replay.top_k, top_k);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  for (const StepSeq& s : plan.seqs) {
-    SPLASH_CHECK(s.id >= 0 && s.id < static_cast<int64_t>(replay.seqs.size()), "routing replay: no sequence {}", s.id);
-    const RoutingReplay::Choices& c = replay.seqs[s.id].at(layer);
-    const auto begin = static_cast<size_t>(s.start * top_k), end = static_cast<size_t>((s.start + s.n_new) * top_k);
-    SPLASH_CHECK(end <= c.ids.size(), "routing replay: sequence {} has no choices at position {} of layer {}", s.id,
-                 s.start + s.n_new - 1, layer);
-    ids.insert(ids.end(), c.ids.begin() + begin, c.ids.begin() + end);
-    weights.insert(weights.end(), c.weights.begin() + begin, c.weights.begin() + end);
-  }
-  const int64_t N = plan.rows();
-  return {be.upload(Tensor(ids.data(), DType::I32, {N, top_k}), DType::I32),
-          be.upload(Tensor(weights.data(), DType::F32, {N, top_k}), DType::F32)};
-}
-
 }  // namespace
 
-void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor router_in,
+// x: the normed hidden state; x_unnormed: before the norm (the router's input is normed again in f32).
+void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor x_unnormed,
                         Tensor out) {
   Backend& be = env_.be;
   const int64_t N = x.size(0);
@@ -73,14 +54,23 @@ void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer,
   } else {
     const MoeWeights& m = *lw.moe;
     const ModelConfig& c = env_.cfg;
+    const int top_k = c.num_experts_per_tok;
     ExpertChoices chosen;
-    if (plan.routing_replay) {
-      chosen = replayed_choices(be, plan, layer, c.num_experts_per_tok);
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+    if (routing_hook_ && routing_hook_->replace(plan, layer, env_.rank(), top_k, ids, weights)) {
+      SPLASH_CHECK(static_cast<int64_t>(ids.size()) == N * top_k && weights.size() == ids.size(),
+                   "routing hook: {} choices for {} rows of top {}", ids.size(), N, top_k);
+      chosen = {upload_i32(be, ids, {N, top_k}),
+                be.upload(Tensor(weights.data(), DType::F32, {N, top_k}), DType::F32)};
     } else {
+      const Tensor router_in = router_input(be, x, x_unnormed, lw.post_attention_norm, static_cast<float>(c.rms_norm_eps));
       Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
       be.linear(router_logits, router_in, m.router);
-      chosen = {be.empty(DType::I32, {N, c.num_experts_per_tok}), be.empty(DType::F32, {N, c.num_experts_per_tok})};
-      be.moe_route(chosen.ids, chosen.weights, router_logits, m.score_bias, routing_of(c));
+      chosen = {be.empty(DType::I32, {N, top_k}), be.empty(DType::F32, {N, top_k})};
+      const MoeRouting rule = routing_of(c);
+      be.moe_route(chosen.ids, chosen.weights, router_logits, m.score_bias, rule);
+      if (routing_hook_) routing_hook_->observe(plan, layer, env_.rank(), router_logits, m.score_bias, rule);
     }
     be.fill_zero(out);
     be.moe_experts(out, x, chosen.ids, chosen.weights, m.experts_gate_up, m.experts_down, m.expert_begin);
@@ -89,7 +79,7 @@ void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer,
   env_.comm.all_reduce_sum(out);
 }
 
-StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const StepRows& sr) {
+StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan) {
   Backend& be = env_.be;
   std::vector<int32_t> rows, greedy;  // rows whose logits go to the host; rows sampled greedily here
   int64_t row = 0;
@@ -126,31 +116,30 @@ StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan, const Step
   return out;
 }
 
-StepOutput DeepseekModel::forward(const StepPlan& plan, RankSwitch* sw) {
+StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfers) {
   Backend& be = env_.be;
-  const StepRows sr = make_step_rows(plan, env_.rank(), env_.ranks());
+  const int L = env_.cfg.num_hidden_layers;
+  const StepAttention sa(be, plan, env_.rank(), L);  // every layer's attention metadata, uploaded once
   const int64_t N = plan.rows(), d = env_.cfg.hidden_size;
   const float eps = static_cast<float>(env_.cfg.rms_norm_eps);
   Tensor x = be.empty(be.act_dtype(), {N, d}), xn = be.empty(be.act_dtype(), {N, d}),
          y = be.empty(be.act_dtype(), {N, d});
   be.embedding(x, upload_i32(be, plan.tokens), w_.embed);
-  const int L = env_.cfg.num_hidden_layers;
-  if (sw) sw->transfer_layer(0);  // the one exposed transfer
+  if (transfers) transfers->start_layer(0);  // the one exposed transfer
   for (int l = 0; l < L; ++l) {
-    if (sw) {
-      sw->wait_layer(l);
-      if (l + 1 < L) sw->transfer_layer(l + 1);  // runs beside layer l's computation
+    if (transfers) {
+      transfers->wait_layer(l);
+      if (l + 1 < L) transfers->start_layer(l + 1);  // runs beside layer l's computation
     }
     const LayerWeights& lw = w_.layers[l];
     be.rms_norm(xn, x, lw.input_norm, eps);
-    mla_attention(env_, lw.attn, l, plan, sr, xn, y);
+    mla_attention(env_, lw.attn, l, plan.layout, sa, xn, y);
     be.add(x, x, y);
     be.rms_norm(xn, x, lw.post_attention_norm, eps);
-    const bool routes = lw.moe && !plan.routing_replay;
-    mlp(lw, plan, l, xn, routes ? router_input(be, xn, x, lw.post_attention_norm, eps) : Tensor(), y);
+    mlp(lw, plan, l, xn, x, y);
     be.add(x, x, y);
   }
-  return logits(x, plan, sr);
+  return logits(x, plan);
 }
 
 }  // namespace splash

@@ -1,14 +1,14 @@
 #pragma once
 // One rank's DeepSeek-V2/V3 forward pass over a step: the same code for every backend, rank count and
 // layout. The residual stream is replicated; only attention depends on the layout.
-#include "engine/step_plan.h"
-#include "layout/attention_rows.h"
+#include "model/attention/step_attention.h"
+#include "model/layer_transfers.h"
 #include "model/model_weights.h"
 #include "model/rank_env.h"
+#include "model/routing_hook.h"
+#include "plan/step_plan.h"
 
 namespace splash {
-
-class RankSwitch;
 
 class DeepseekModel {
  public:
@@ -16,18 +16,20 @@ class DeepseekModel {
 
   // Runs the step; returns host F32 logits [rows with logits, V], identical on every rank. With a
   // switch under way, each layer's state is supplied one layer ahead of its computation.
-  StepOutput forward(const StepPlan& plan, RankSwitch* in_transit = nullptr);
+  StepOutput forward(const StepPlan& plan, LayerTransfers* in_transit = nullptr);
+  // Check-only: expert choices replaced or router scores observed (null: none).
+  void set_routing_hook(RoutingHook* hook) { routing_hook_ = hook; }
 
   RankEnv& env() { return env_; }
   ModelWeights& weights() { return w_; }
 
  private:
-  // router_in: F32, for MoE layers that route (not under plan.routing_replay).
-  void mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor router_in, Tensor out);
-  StepOutput logits(Tensor hidden, const StepPlan& plan, const StepRows& sr);
+  void mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor x_unnormed, Tensor out);
+  StepOutput logits(Tensor hidden, const StepPlan& plan);
 
   RankEnv env_;
   ModelWeights w_;
+  RoutingHook* routing_hook_ = nullptr;
 };
 
 }  // namespace splash

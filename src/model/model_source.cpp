@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "model/builtin_configs.h"
+#include "config/builtin_configs.h"
 
 namespace splash {
 

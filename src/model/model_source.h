@@ -4,14 +4,14 @@
 #include <memory>
 #include <string>
 
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "model/weight_source.h"
 
 namespace splash {
 
 struct ModelSource {
   ModelConfig config;
-  std::unique_ptr<WeightSource> weights;
+  std::shared_ptr<const WeightSource> weights;
   std::string dir;  // where tokenizer files may live; empty for built-ins
   std::string name;
 };

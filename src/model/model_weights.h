@@ -9,7 +9,7 @@
 
 #include "core/backend.h"
 #include "layout/layout.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "model/weight_source.h"
 
 namespace splash {

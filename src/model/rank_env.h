@@ -3,7 +3,7 @@
 // latent page storage. Ranks share nothing else.
 #include "comm/communicator.h"
 #include "core/backend.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 

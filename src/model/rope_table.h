@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 

@@ -124,7 +124,7 @@ void EngineLoop::run() {
       else apply_layout(c);
     }
     // A switch in transit rides on the next step; with nothing running that step only transfers.
-    if (!stopping && (engine_.has_work() || engine_.group().switch_in_transit())) step();
+    if (!stopping && (engine_.has_work() || engine_.switch_in_transit())) step();
     publish();
     {
       std::lock_guard lk(mu_);
@@ -159,7 +159,7 @@ void EngineLoop::apply_layout(LayoutCommand& c) {
 LayoutSwitchOutcome EngineLoop::switch_now(Layout to) {
   // Only one switch can be in transit: the step that carries the previous one comes first (on an idle
   // engine it only transfers), so back-to-back commands are not refused.
-  if (engine_.group().switch_in_transit()) step();
+  if (engine_.switch_in_transit()) step();
   LayoutSwitchOutcome o;
   o.previous = o.layout = engine_.layout();
   if (to == o.previous) return o;
@@ -320,7 +320,7 @@ void EngineLoop::publish() {
   }
   // A switch still in transit finishes timing with the step that carries it: report it after.
   const std::vector<SwitchRecord>& sw = engine_.switches();
-  const size_t complete = sw.size() - (engine_.group().switch_in_transit() ? 1 : 0);
+  const size_t complete = sw.size() - (engine_.switch_in_transit() ? 1 : 0);
   for (; switches_seen_ < complete; ++switches_seen_) metrics_.record_switch(sw[switches_seen_]);
   constexpr size_t kHistory = 64;
   s.switches.assign(sw.begin() + static_cast<std::ptrdiff_t>(complete > kHistory ? complete - kHistory : 0),

@@ -1,7 +1,7 @@
 #include "switch/rank_switch.h"
 
 #include "core/error.h"
-#include "layout/attention_rows.h"
+#include "core/upload.h"
 
 namespace splash {
 
@@ -16,7 +16,7 @@ RankSwitch::RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule
   if (!sched_.ranks[env.rank()].empty()) number_moves();
 }
 
-void RankSwitch::transfer_layer(int layer) {
+void RankSwitch::start_layer(int layer) {
   Stream s = env_.be.transfer_stream();
   // The transfer may overwrite pages the previous step's computation wrote: start after it.
   env_.be.wait(s, env_.be.record(env_.be.compute_stream()));

@@ -1,5 +1,5 @@
 #pragma once
-// One rank's part of a layout switch. transfer_layer(l) supplies layer l's missing state — projection
+// One rank's part of a layout switch. start_layer(l) supplies layer l's missing state — projection
 // weights all-gathered into the layer's replica pages or cut down to this rank's shard, latent KV moved
 // with one variable all-to-all (which also serves the all-gather into TP) plus local repacking — and
 // hands the layer over. The model calls it one layer ahead of the computation (start layer l + 1's
@@ -7,18 +7,19 @@
 // transfer stream and the compute stream waits on the layer's event.
 #include <vector>
 
+#include "model/layer_transfers.h"
 #include "model/model_weights.h"
 #include "model/rank_env.h"
 #include "switch/switch_schedule.h"
 
 namespace splash {
 
-class RankSwitch {
+class RankSwitch : public LayerTransfers {
  public:
   RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule& schedule, int page_size);
 
-  void transfer_layer(int layer);
-  void wait_layer(int layer);  // the compute stream waits until the layer's state has arrived
+  void start_layer(int layer) override;
+  void wait_layer(int layer) override;  // the compute stream waits until the layer's state has arrived
   int layers() const { return static_cast<int>(events_.size()); }
 
  private:

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "switch/kv_moves.h"
 
 namespace splash {

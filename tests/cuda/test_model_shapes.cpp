@@ -11,7 +11,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "model/model_source.h"
@@ -227,6 +227,44 @@ TEST_P(ModelShapes, DenseMlpAndResidual) {
 
 INSTANTIATE_TEST_SUITE_P(Lengths, ModelShapes, ::testing::Values(1, 5, 17, 64, 200, 600));
 
+// Every prompt position's logits of whole prompts run one at a time through an engine on `backend`
+// ([prompt][position * V + v]), with `hook` replacing the router's choices when given.
+std::vector<std::vector<float>> prompt_logits(const ModelSource& src, const std::string& backend, AttnForm form,
+                                              const ReferenceSet& ref, RoutingHook* hook) {
+  struct Capture : StepObserver {
+    std::vector<std::vector<float>> logits;
+    int64_t V = 0;
+    void on_step(const StepPlan& plan, const StepOutput& out) override {
+      int64_t row = 0;
+      for (const StepSeq& s : plan.seqs) {
+        auto& l = logits.at(static_cast<size_t>(s.id));
+        l.insert(l.end(), out.logits.ptr<float>() + row * V, out.logits.ptr<float>() + (row + s.n_new) * V);
+        row += s.n_new;
+      }
+    }
+  } capture;
+  capture.V = ref.vocab;
+  capture.logits.resize(ref.prompts.size());
+  GroupOptions go;
+  go.backend = backend;
+  CheckOptions co;
+  co.form = form;
+  co.sequential = true;
+  Engine engine(ModelSource{src.config, src.weights, "", src.name}, check_engine_options(src.config, go, ref, co));
+  engine.set_step_observer(&capture);
+  engine.group().set_routing_hook(hook);
+  for (const auto& p : ref.prompts) {
+    SamplingParams sp;
+    sp.temperature = 0;
+    sp.max_tokens = 1;  // the prompt's rows only
+    sp.ignore_eos = true;
+    engine.add(p.ids, sp);
+    while (engine.has_work()) engine.step();
+  }
+  engine.group().set_routing_hook(nullptr);
+  return capture.logits;
+}
+
 // Whole prompts through the model, one at a time, on both backends, with the reference's expert
 // choices replayed on both: the fixture's random router is nearly tied, so bf16 noise would flip
 // choices (tests/unit/test_routing_margins.cpp) and hide the arithmetic this test compares. The router
@@ -235,31 +273,10 @@ TEST(ModelOnGpu, PromptLogitsAgreeWithCpu) {
   if (!gpu()) GTEST_SKIP() << "no CUDA device";
   const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
   const ModelSource fixture = open_model(kFixture);
-  const RoutingReplay replay = reference_routing_replay(fixture.config, *fixture.weights, ref);
+  RoutingReplay replay = reference_routing_replay(fixture, ref);
   for (AttnForm form : {AttnForm::Expanded, AttnForm::Absorbed}) {
     std::vector<std::vector<float>> logits[2];
-    for (int b = 0; b < 2; ++b) {
-      ModelSource src = open_model(kFixture);
-      GroupOptions go;
-      go.backend = b ? "cuda" : "cpu";
-      RankGroup group(src.config, *src.weights, go);
-      group.allocate_kv(pages_for_reference(ref, group));
-      for (size_t i = 0; i < ref.prompts.size(); ++i) {
-        const auto& p = ref.prompts[i];
-        StepPlan plan;
-        plan.layout = group.layout();
-        plan.form = form;
-        plan.all_logits = true;
-        plan.kv = &group.kv();
-        plan.routing_replay = &replay;
-        plan.seqs.push_back({static_cast<int64_t>(i), 0, 0, static_cast<int64_t>(p.ids.size()), true});
-        plan.tokens = p.ids;
-        ASSERT_TRUE(group.kv().grow(static_cast<int64_t>(i), 0, static_cast<int64_t>(p.ids.size()), plan.layout));
-        Tensor l = group.run(plan).logits;
-        logits[b].emplace_back(l.ptr<float>(), l.ptr<float>() + l.numel());
-        group.kv().release(static_cast<int64_t>(i));
-      }
-    }
+    for (int b = 0; b < 2; ++b) logits[b] = prompt_logits(fixture, b ? "cuda" : "cpu", form, ref, &replay);
     for (size_t i = 0; i < ref.prompts.size(); ++i) {
       const int64_t V = ref.vocab, L = static_cast<int64_t>(ref.prompts[i].ids.size());
       std::vector<double> errs;
@@ -294,26 +311,14 @@ namespace {
 TEST(ModelOnGpu, ErrorByDepth) {
   if (!gpu()) GTEST_SKIP() << "no CUDA device";
   const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
-  const auto& p = ref.prompts[4];
+  ReferenceSet one = ref;
+  one.prompts = {ref.prompts[4]};
   for (int depth : {1, 2, 4}) {
     std::vector<float> logits[2];
     for (int b = 0; b < 2; ++b) {
       ModelSource src = open_model(kFixture);
       src.config.num_hidden_layers = depth;
-      GroupOptions go;
-      go.backend = b ? "cuda" : "cpu";
-      RankGroup group(src.config, *src.weights, go);
-      group.allocate_kv(pages_for_reference(ref, group));
-      StepPlan plan;
-      plan.layout = group.layout();
-      plan.form = AttnForm::Expanded;
-      plan.all_logits = true;
-      plan.kv = &group.kv();
-      plan.seqs.push_back({0, 0, 0, static_cast<int64_t>(p.ids.size()), true});
-      plan.tokens = p.ids;
-      ASSERT_TRUE(group.kv().grow(0, 0, static_cast<int64_t>(p.ids.size()), plan.layout));
-      Tensor l = group.run(plan).logits;
-      logits[b].assign(l.ptr<float>(), l.ptr<float>() + l.numel());
+      logits[b] = prompt_logits(src, b ? "cuda" : "cpu", AttnForm::Expanded, one, nullptr)[0];
     }
     double d = 0, s = 0;
     for (size_t i = 0; i < logits[0].size(); ++i) {

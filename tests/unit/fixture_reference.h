@@ -3,7 +3,7 @@
 // test binary.
 #include <string>
 
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 
 namespace splash::test {
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 #include "fixture_reference.h"
 
 namespace splash {

@@ -3,9 +3,10 @@
 // each history evenly across ranks.
 #include <gtest/gtest.h>
 
-#include "engine/rank_group.h"
+#include "engine/layout_switcher.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model_source.h"
+#include "plan/complete_plan.h"
 
 namespace splash {
 namespace {
@@ -27,10 +28,10 @@ StepResult run_step(Layout layout, int T) {
   go.count_traffic = true;
   RankGroup group(src.config, *src.weights, go);
   group.allocate_kv(4096);
+  LayoutSwitcher switcher(group, layout, SwitchMode::Blocking);
   KvCacheManager& kv = group.kv();
   StepPlan plan;
   plan.layout = layout;
-  plan.kv = &kv;
   const int64_t lens[] = {5, 9, 2};
   const int owners[] = {0, 1, 1};
   for (int i = 0; i < 3; ++i) {
@@ -38,6 +39,7 @@ StepResult run_step(Layout layout, int T) {
     for (int64_t t = 0; t < lens[i]; ++t) plan.tokens.push_back(static_cast<int32_t>(10 + t));
     EXPECT_TRUE(kv.grow(i, owners[i], lens[i], layout));
   }
+  complete_plan(plan, kv);
   group.reset_traffic();
   group.run(plan);
   StepResult r;

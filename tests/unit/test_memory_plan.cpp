@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "layout/memory_plan.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace splash {
 namespace {

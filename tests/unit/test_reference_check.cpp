@@ -3,7 +3,7 @@
 // other prompts' decodes, and in both MLA forms.
 #include <gtest/gtest.h>
 
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 #include "model/model_source.h"
 
 namespace splash {
@@ -36,10 +36,8 @@ TEST_P(ReferenceCheck, MatchesTransformers) {
   go.ranks = c.ranks;
   go.layout = c.layout;
   go.page_size = c.page_size;
-  RankGroup group(src.config, *src.weights, go);
-  group.allocate_kv(pages_for_reference(ref, group));
   CheckOptions co{c.chunk, c.form, c.sequential};
-  for (const PromptCheck& r : run_reference_check(group, ref, co)) {
+  for (const PromptCheck& r : run_reference_check(src, go, ref, co)) {
     EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
     EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
   }

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/roofline.h"
-#include "model/builtin_configs.h"
-#include "model/model_config.h"
+#include "config/builtin_configs.h"
+#include "config/model_config.h"
 
 namespace splash {
 namespace {

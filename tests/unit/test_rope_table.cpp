@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "model/rope_table.h"
 
 namespace splash {

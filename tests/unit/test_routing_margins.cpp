@@ -10,12 +10,16 @@
 #include <set>
 
 #include "core/error.h"
-#include "engine/reference_check.h"
-#include "engine/routing_margins.h"
+#include "check/reference_check.h"
+#include "check/routing_margins.h"
 #include "model/model_source.h"
+#include "one_rank_model.h"
 
 namespace splash {
 namespace {
+
+using test::OneRankModel;
+using test::RoutingRecorder;
 
 const std::string kFixture = std::string(SPLASH_FIXTURES_DIR) + "/tiny-mla-a";
 constexpr double kBf16Tolerance = 2e-2;  // splash check's tolerance on the CUDA backend
@@ -271,7 +275,7 @@ TEST_F(RoutingMargins, ReferenceSlackIsTheMinimumOverMoeLayers) {
   const ModelSource src = open_model(kFixture);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : ref.prompts) prompts.push_back(p.ids);
-  const auto slack = reference_routing_slack(src.config, *src.weights, prompts);
+  const auto slack = reference_routing_slack(src, prompts);
   ASSERT_EQ(slack.size(), f32_->size());
   for (size_t p = 0; p < slack.size(); ++p) {
     ASSERT_EQ(slack[p].size(), (*f32_)[p].errors.size());

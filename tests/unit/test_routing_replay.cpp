@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 #include "fixture_reference.h"
 #include "model/model_source.h"
 
@@ -19,7 +19,7 @@ const ModelSource& fixture() {
   return src;
 }
 const RoutingReplay& replay() {
-  static const RoutingReplay r = reference_routing_replay(fixture().config, *fixture().weights, reference());
+  static const RoutingReplay r = reference_routing_replay(fixture(), reference());
   return r;
 }
 
@@ -28,10 +28,8 @@ std::vector<PromptCheck> check(int ranks, Layout layout, CheckOptions co) {
   go.ranks = ranks;
   go.layout = layout;
   go.page_size = 16;
-  RankGroup group(fixture().config, *fixture().weights, go);
-  group.allocate_kv(pages_for_reference(reference(), group));
   std::vector<std::string> refused;
-  auto results = run_reference_check(group, reference(), co, &refused);
+  auto results = run_reference_check(fixture(), go, reference(), co, &refused);
   EXPECT_THAT(refused, ::testing::IsEmpty());
   return results;
 }

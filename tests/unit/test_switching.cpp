@@ -8,7 +8,7 @@
 #include <set>
 
 #include "engine/engine.h"
-#include "engine/reference_check.h"
+#include "check/reference_check.h"
 #include "fixture_reference.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
@@ -20,22 +20,30 @@ using test::kFixture;
 using test::reference;
 using P = Primitive;
 
-// A group on the fixture with its pool: `pages` pages, or enough for the reference prompts.
-std::unique_ptr<RankGroup> fixture_group(int ranks, Layout layout, int page_size, int64_t pages = 0) {
-  ModelSource src = open_model(kFixture);
+const ModelSource& fixture() {
+  static const ModelSource src = open_model(kFixture);
+  return src;
+}
+
+GroupOptions fixture_group(int ranks, Layout layout, int page_size) {
   GroupOptions go;
   go.ranks = ranks;
   go.layout = layout;
   go.page_size = page_size;
-  auto group = std::make_unique<RankGroup>(src.config, *src.weights, go);
-  group->allocate_kv(pages > 0 ? pages : pages_for_reference(reference(), *group));
-  return group;
+  return go;
+}
+
+// A check engine on the fixture for the options (their switches included).
+std::unique_ptr<Engine> check_engine(const GroupOptions& go, const CheckOptions& co) {
+  const ModelSource& src = fixture();
+  return std::make_unique<Engine>(ModelSource{src.config, src.weights, "", src.name},
+                                  check_engine_options(src.config, go, reference(), co));
 }
 
 // Runs the reference prompts with the options' switches: logits within 1e-4, greedy equal, none refused.
-void expect_reference(RankGroup& group, const CheckOptions& co) {
+void expect_reference(Engine& engine, const CheckOptions& co) {
   std::vector<std::string> refused;
-  for (const PromptCheck& r : run_reference_check(group, reference(), co, &refused)) {
+  for (const PromptCheck& r : run_reference_check(engine, reference(), co, &refused)) {
     EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
     EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
   }
@@ -129,17 +137,17 @@ class SwitchDirection : public ::testing::TestWithParam<Direction> {};
 // prefill) and back before step 95 (p5 decoding): both directions of the pair, under load.
 TEST_P(SwitchDirection, SameLogitsAndTokensAsNeverSwitching) {
   const Direction& d = GetParam();
-  auto g = fixture_group(d.ranks, d.from, 8);
-  RankGroup& group = *g;
-  const int64_t start_pages = group.kv().pool(0).free_count();
   CheckOptions co;
   co.prefill_chunk = 7;
   co.switches = {{5, d.to}, {95, d.from}};
-  expect_reference(group, co);
-  EXPECT_EQ(group.layout(), d.from);
+  auto engine = check_engine(fixture_group(d.ranks, d.from, 8), co);
+  const int64_t start_pages = engine->kv().pool(0).free_count();
+  expect_reference(*engine, co);
+  EXPECT_EQ(engine->layout(), d.from);
+  ASSERT_EQ(engine->switches().size(), 2u);
   for (int r = 0; r < d.ranks; ++r) {
-    EXPECT_EQ(group.kv().kv_pages_used(r), 0) << r;
-    EXPECT_EQ(group.kv().pool(r).free_count(), start_pages) << r;  // replicas back where they started
+    EXPECT_EQ(engine->kv().kv_pages_used(r), 0) << r;
+    EXPECT_EQ(engine->kv().pool(r).free_count(), start_pages) << r;  // replicas back where they started
   }
 }
 
@@ -159,25 +167,28 @@ INSTANTIATE_TEST_SUITE_P(All12, SwitchDirection, ::testing::ValuesIn(directions(
 
 TEST(Switching, WalkThroughAllTwelveDirections) {
   for (SwitchMode mode : {SwitchMode::Overlapped, SwitchMode::Blocking}) {
-    auto group = fixture_group(4, Layout::TP, 16);
     CheckOptions co;
     co.prefill_chunk = 7;
     co.switch_mode = mode;
     const Layout walk[] = {Layout::DP, Layout::CP, Layout::DOP, Layout::TP, Layout::CP, Layout::DP,
                            Layout::DOP, Layout::CP, Layout::TP, Layout::DOP, Layout::DP, Layout::TP};
     for (int i = 0; i < 12; ++i) co.switches.push_back({3 + 8 * i, walk[i]});
-    expect_reference(*group, co);
+    auto engine = check_engine(fixture_group(4, Layout::TP, 16), co);
+    expect_reference(*engine, co);
+    EXPECT_EQ(engine->switches().size(), 12u);
   }
 }
 
 TEST(Switching, KvAfterSwitchEqualsDestinationAccounting) {
-  auto g = fixture_group(4, Layout::CP, 4, 4000);
-  RankGroup& group = *g;
+  RankGroup group(fixture().config, *fixture().weights, fixture_group(4, Layout::CP, 4));
+  group.allocate_kv(4000);
+  LayoutSwitcher switcher(group, Layout::CP, SwitchMode::Blocking);
   KvCacheManager& kv = group.kv();
   const std::vector<LiveRequest> live = {{0, 0, 33}, {1, 3, 10}, {2, 3, 1}};
   for (const LiveRequest& q : live) ASSERT_TRUE(kv.grow(q.id, q.owner, q.context, Layout::CP));
   for (Layout to : {Layout::DOP, Layout::TP, Layout::DP, Layout::CP}) {
-    ASSERT_FALSE(group.switch_layout(to, live, SwitchMode::Blocking).has_value());
+    ASSERT_FALSE(switcher.begin(to, live, 0).has_value());
+    EXPECT_EQ(switcher.layout(), to);
     for (int r = 0; r < 4; ++r) {
       int64_t pages = 0;
       for (const LiveRequest& q : live) {
@@ -247,7 +258,7 @@ TEST(Switching, IdleEngineFinishesItsSwitchAndServesInTheNewLayout) {
   for (Layout to : {Layout::CP, Layout::TP, Layout::DP, Layout::DOP}) {
     ASSERT_FALSE(e.switch_layout(to).has_value()) << layout_name(to);
     e.step();  // nothing to compute: the step carries only the transfers
-    EXPECT_FALSE(e.group().switch_in_transit());
+    EXPECT_FALSE(e.switch_in_transit());
     EXPECT_EQ(e.layout(), to);
   }
   expect_engine_reference(e, {{e.add(reference().prompts[3].ids, greedy24()), 3}});

@@ -1,4 +1,4 @@
-#include "model/builtin_configs.h"
+#include "config/builtin_configs.h"
 
 #include <map>
 

@@ -1,11 +1,12 @@
 #pragma once
 // Runs the prompts of a reference file (pK.input_ids / pK.logits / pK.greedy, the fixtures' layout)
-// through a rank group, all prompts batched: chunked prefill mixed with other prompts' decodes, every
-// row's logits compared, then greedy decoding through the cache.
+// through the real Engine, all prompts batched: chunked prefill mixed with other prompts' decodes,
+// every row's logits compared (a StepObserver), then greedy decoding through the cache.
 #include <string>
 #include <vector>
 
-#include "engine/rank_group.h"
+#include "check/routing_replay.h"
+#include "engine/engine.h"
 
 namespace splash {
 
@@ -15,6 +16,7 @@ struct CheckOptions {
   bool sequential = false;    // one prompt at a time instead of all together
   std::vector<std::pair<int64_t, Layout>> switches;  // switch before step N to a layout
   SwitchMode switch_mode = SwitchMode::Overlapped;
+  int64_t kv_pages = 0;       // pages per rank; 0: what the set needs (pages_for_reference)
   // When set, the engine uses these expert choices instead of its router's (reference_routing_replay).
   const RoutingReplay* routing_replay = nullptr;
 };
@@ -58,19 +60,28 @@ double logit_rel_error(const float* got, const float* ref, int64_t n);
 
 // Pages per rank that hold every prompt of the set plus its greedy continuation in any layout, and
 // the projection replicas of replicated layouts.
-int64_t pages_for_reference(const ReferenceSet& ref, const RankGroup& group);
+int64_t pages_for_reference(const ReferenceSet& ref, const ModelConfig& cfg, const GroupOptions& group);
 
-// Fills every result's routing_slack from an f32 CPU run of the reference prompts (engine/routing_margins.h).
-void attach_routing_slack(std::vector<PromptCheck>& results, const ModelConfig& cfg, const WeightSource& weights,
-                          const ReferenceSet& ref);
+// The engine options a check of `ref` runs with: every row's logits, the prompts batched (or one at a
+// time), whole or in chunks, KV for all of them, the check's switches.
+EngineOptions check_engine_options(const ModelConfig& cfg, const GroupOptions& group, const ReferenceSet& ref,
+                                   const CheckOptions& opt);
+
+// Fills every result's routing_slack from an f32 CPU run of the reference prompts (check/check/routing_margins.h).
+void attach_routing_slack(std::vector<PromptCheck>& results, const ModelSource& model, const ReferenceSet& ref);
 
 // The reference's expert choices at every position of each prompt followed by its greedy continuation
 // (the reference's tokens fed back), from an f32 CPU run: what CheckOptions::routing_replay wants.
 // Valid for a prompt's decode steps while the engine's greedy tokens equal the reference's.
-RoutingReplay reference_routing_replay(const ModelConfig& cfg, const WeightSource& weights, const ReferenceSet& ref);
+RoutingReplay reference_routing_replay(const ModelSource& model, const ReferenceSet& ref);
 
+// Runs the check on a fresh engine made with check_engine_options (request ids are prompt indices).
 // Switches that were refused come back as messages (the check goes on in the current layout).
-std::vector<PromptCheck> run_reference_check(RankGroup& group, const ReferenceSet& ref, const CheckOptions& opt,
+std::vector<PromptCheck> run_reference_check(Engine& engine, const ReferenceSet& ref, const CheckOptions& opt,
+                                             std::vector<std::string>* refused = nullptr);
+// The same on an engine made here for the model.
+std::vector<PromptCheck> run_reference_check(const ModelSource& model, const GroupOptions& group,
+                                             const ReferenceSet& ref, const CheckOptions& opt,
                                              std::vector<std::string>* refused = nullptr);
 
 }  // namespace splash

@@ -1,4 +1,4 @@
-#include "layout/mla_attention.h"
+#include "model/attention/mla_attention.h"
 
 #include "core/error.h"
 
@@ -15,14 +15,15 @@ struct Dims {
 // [R, heads, width] -> [R, heads * width]; explicit sizes, since a step may have no rows.
 Tensor heads_flat(Tensor t) { return t.reshape({t.size(0), t.size(1) * t.size(2)}); }
 
-Tensor gather(Backend& be, Tensor x2d, const std::vector<int32_t>& rows) {
-  Tensor out = be.empty(x2d.dtype(), {static_cast<int64_t>(rows.size()), x2d.size(1)});
-  if (!rows.empty()) be.gather_rows(out, x2d, upload_i32(be, rows));
+// Rows `idx` (I32 on the device) of x2d.
+Tensor gather(Backend& be, Tensor x2d, Tensor idx) {
+  Tensor out = be.empty(x2d.dtype(), {idx.numel(), x2d.size(1)});
+  if (idx.numel() > 0) be.gather_rows(out, x2d, idx);
   return out;
 }
 
-void scatter(Backend& be, Tensor out2d, Tensor in2d, const std::vector<int32_t>& rows) {
-  if (!rows.empty()) be.scatter_rows(out2d, in2d, upload_i32(be, rows));
+void scatter(Backend& be, Tensor out2d, Tensor in2d, Tensor idx) {
+  if (idx.numel() > 0) be.scatter_rows(out2d, in2d, idx);
 }
 
 // Per-head views of KV-B's rows: W_UK [Hh, d_n, C] and W_UV [Hh, d_v, C].
@@ -84,131 +85,86 @@ Tensor unabsorb(RankEnv& env, const AttentionWeights& w, Tensor z) {
   return o;
 }
 
-// Attention of `rows` (their q given, held heads) over this rank's latent tokens in the plan's forms.
-// Returns o [R, Hh, d_v] and lse [R, Hh].
-std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan,
-                                       const StepRows& sr, const std::vector<int32_t>& rows, Tensor q) {
+// Attention of the rank's attended rows (their q given, held heads) over its latent tokens in the
+// plan's forms. Returns o [A, Hh, d_v] and lse [A, Hh].
+std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa,
+                                       Tensor q) {
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t R = q.size(0), Hh = q.size(1);
   const float scale = static_cast<float>(env.cfg.softmax_scale());
   Tensor o = be.empty(be.act_dtype(), {R, Hh, D.dv});
   Tensor lse = be.empty(DType::F32, {R, Hh});
-  const FormGroups g = split_forms(plan, sr, rows);
-  auto subset = [&](const std::vector<int32_t>& idx) {
-    std::vector<int32_t> r;
-    for (int32_t i : idx) r.push_back(rows[i]);
-    return r;
-  };
-  if (!g.expanded.empty()) {
-    const std::vector<int32_t> erows = subset(g.expanded);
-    const int64_t Re = static_cast<int64_t>(erows.size());
-    ExpandedKv ekv = expanded_kv_for(be, plan, sr, layer, erows);
+  if (const FormRows& g = sa.expanded(); g.count > 0) {
+    const int64_t Re = g.count;
+    ExpandedKv ekv = sa.expanded_kv(be, layer);
     Tensor lat = be.empty(be.act_dtype(), {ekv.tokens, D.W});
     if (ekv.tokens > 0) be.gather_latents(lat, env.kv_pool, ekv.gather_slots);
     Tensor kv = be.empty(be.act_dtype(), {ekv.tokens, Hh * (D.dn + D.dv)});
     be.linear(kv, lat.slice(1, 0, D.C), w.kv_b);
     Tensor kv3 = kv.reshape({ekv.tokens, Hh, D.dn + D.dv});
-    Tensor qe = gather(be, q.reshape({R, Hh * D.dqk}), g.expanded).reshape({Re, Hh, D.dqk});
+    Tensor qe = gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Re, Hh, D.dqk});
     Tensor oe = be.empty(be.act_dtype(), {Re, Hh, D.dv}), le = be.empty(DType::F32, {Re, Hh});
     be.attention_expanded(oe, le, qe, kv3.slice(2, 0, D.dn), lat.slice(1, D.C, D.W), kv3.slice(2, D.dn, D.dn + D.dv),
                           ekv.row_kv_start, ekv.row_kv_len, scale);
-    scatter(be, o.reshape({R, Hh * D.dv}), oe.reshape({Re, Hh * D.dv}), g.expanded);
-    scatter(be, lse, le, g.expanded);
+    scatter(be, o.reshape({R, Hh * D.dv}), oe.reshape({Re, Hh * D.dv}), g.index);
+    scatter(be, lse, le, g.index);
   }
-  if (!g.absorbed.empty()) {
-    const std::vector<int32_t> arows = subset(g.absorbed);
-    const int64_t Ra = static_cast<int64_t>(arows.size());
-    Tensor qa = absorb_q(env, w, gather(be, q.reshape({R, Hh * D.dqk}), g.absorbed).reshape({Ra, Hh, D.dqk}));
+  if (const FormRows& g = sa.absorbed(); g.count > 0) {
+    const int64_t Ra = g.count;
+    Tensor qa = absorb_q(env, w, gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Ra, Hh, D.dqk}));
     Tensor z = be.empty(be.act_dtype(), {Ra, Hh, D.C}), la = be.empty(DType::F32, {Ra, Hh});
-    be.attention_absorbed(z, la, qa, paged_kv_for(be, plan, sr, layer, arows, env.kv_pool), scale);
+    be.attention_absorbed(z, la, qa, sa.paged(layer, env.kv_pool), scale);
     Tensor oa = unabsorb(env, w, z);
-    scatter(be, o.reshape({R, Hh * D.dv}), oa.reshape({Ra, Hh * D.dv}), g.absorbed);
-    scatter(be, lse, la, g.absorbed);
+    scatter(be, o.reshape({R, Hh * D.dv}), oa.reshape({Ra, Hh * D.dv}), g.index);
+    scatter(be, lse, la, g.index);
   }
   return {o, lse};
 }
 
-Tensor positions_of(RankEnv& env, const StepRows& sr, const std::vector<int32_t>& rows) {
-  std::vector<int32_t> p;
-  for (int32_t r : rows) p.push_back(sr.positions[r]);
-  return upload_i32(env.be, p);
-}
-
-std::vector<int32_t> all_rows(const StepRows& sr) {
-  std::vector<int32_t> r(sr.positions.size());
-  for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int32_t>(i);
-  return r;
-}
-
-void store_new_latents(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                       Tensor x, Tensor positions) {
-  Tensor lat = project_latent(env, w, x, positions);
-  env.be.store_latents(env.kv_pool, lat, store_slots(env.be, plan, sr, layer));
-}
-
-// DP-attention and DOP: the owner computes and stores the latents of its own rows (xr, in `mine` order).
-void store_owned_latents(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                         Tensor xr, Tensor pos, const std::vector<int32_t>& mine) {
-  Backend& be = env.be;
-  const int64_t R = xr.size(0);
-  Tensor lat = project_latent(env, w, xr, pos);
-  Tensor my_slots = be.empty(DType::I32, {R, 1});
-  be.gather_rows(my_slots, store_slots(be, plan, sr, layer).reshape({-1, 1}), upload_i32(be, mine));
-  be.store_latents(env.kv_pool, lat, my_slots.reshape({R}));
+// Computes the latents of the attended rows (x: their hidden states) and stores the ones this rank holds.
+void store_latents(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x) {
+  Tensor lat = project_latent(env, w, x, sa.attended_positions());
+  env.be.store_latents(env.kv_pool, lat, sa.store_slots(layer));
 }
 
 // TP: every rank stores every latent and attends for all rows on its heads; O partials all-reduced.
-void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                  Tensor x, Tensor out) {
-  const std::vector<int32_t> rows = all_rows(sr);
-  Tensor pos = positions_of(env, sr, rows);
-  store_new_latents(env, w, layer, plan, sr, x, pos);
-  Tensor q = project_q(env, w, x, pos);
-  auto [o, lse] = attend_local(env, w, layer, plan, sr, rows, q);
+void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
+  store_latents(env, w, layer, sa, x);
+  Tensor q = project_q(env, w, x, sa.positions());
+  auto [o, lse] = attend_local(env, w, layer, sa, q);
   env.be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
 }
 
 // DP-attention: each owner runs full attention for its own requests; rows are all-gathered back.
-void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                  Tensor x, Tensor out) {
+void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
   Backend& be = env.be;
-  const int64_t d = x.size(1);
-  const std::vector<int32_t>& mine = sr.rows_of_owner[env.rank()];
-  const int64_t R = static_cast<int64_t>(mine.size());
-  Tensor xr = gather(be, x, mine);
-  Tensor pos = positions_of(env, sr, mine);
+  const int64_t d = x.size(1), R = sa.attended_count();
   Tensor partial = be.empty(be.act_dtype(), {R, d});
   if (R > 0) {
-    store_owned_latents(env, w, layer, plan, sr, xr, pos, mine);
-    Tensor q = project_q(env, w, xr, pos);
-    auto [o, lse] = attend_local(env, w, layer, plan, sr, mine, q);
+    Tensor xr = gather(be, x, sa.attended_rows());
+    store_latents(env, w, layer, sa, xr);
+    Tensor q = project_q(env, w, xr, sa.attended_positions());
+    auto [o, lse] = attend_local(env, w, layer, sa, q);
     be.linear(partial, heads_flat(o), w.o);
   }
   std::vector<int64_t> counts;
-  std::vector<int32_t> order;
-  for (const auto& rows : sr.rows_of_owner) {
-    counts.push_back(static_cast<int64_t>(rows.size()) * d);
-    order.insert(order.end(), rows.begin(), rows.end());
-  }
+  for (int64_t n : sa.owner_rows()) counts.push_back(n * d);
   Tensor gathered = be.empty(be.act_dtype(), {x.size(0), d});
   env.comm.all_gather_v(partial, gathered, counts);
-  scatter(be, out, gathered, order);
+  scatter(be, out, gathered, sa.rows_by_owner());
 }
 
 // CP: every rank stores the positions it owns, attends for all rows over them, and the partial
 // outputs merge exactly by log-sum-exp.
-void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                  Tensor x, Tensor out) {
+void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t N = x.size(0), T = env.ranks();
-  const std::vector<int32_t> rows = all_rows(sr);
-  Tensor pos = positions_of(env, sr, rows);
-  store_new_latents(env, w, layer, plan, sr, x, pos);
-  Tensor q = project_q(env, w, x, pos);
-  auto [o, lse] = attend_local(env, w, layer, plan, sr, rows, q);
+  store_latents(env, w, layer, sa, x);
+  Tensor q = project_q(env, w, x, sa.positions());
+  auto [o, lse] = attend_local(env, w, layer, sa, q);
   Tensor parts = be.empty(be.act_dtype(), {T, N, D.H, D.dv}), lses = be.empty(DType::F32, {T, N, D.H});
   env.comm.all_gather(o, parts);
   env.comm.all_gather(lse, lses);
@@ -219,29 +175,23 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
 
 // DOP: q on this rank's heads for all rows; an all-to-all brings each owner its rows for all heads,
 // the owner attends over the history it alone holds, and a reverse all-to-all returns head slices.
-void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
-                   Tensor x, Tensor out) {
+void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
   Backend& be = env.be;
   const Dims D(env.cfg);
-  const int T = env.ranks(), me = env.rank();
-  const int64_t N = x.size(0), Hh = w.heads.count();
-  const std::vector<int32_t>& mine = sr.rows_of_owner[me];
-  const int64_t R = static_cast<int64_t>(mine.size());
-  if (R > 0) store_owned_latents(env, w, layer, plan, sr, gather(be, x, mine), positions_of(env, sr, mine), mine);
-  const std::vector<int32_t> rows = all_rows(sr);
-  Tensor qa = absorb_q(env, w, project_q(env, w, x, positions_of(env, sr, rows)));  // [N, Hh, W]
+  const int T = env.ranks();
+  const int64_t N = x.size(0), Hh = w.heads.count(), R = sa.attended_count();
+  if (R > 0) store_latents(env, w, layer, sa, gather(be, x, sa.attended_rows()));
+  Tensor qa = absorb_q(env, w, project_q(env, w, x, sa.positions()));  // [N, Hh, W]
   // Rows grouped by owner, each row's held heads contiguous.
-  std::vector<int32_t> by_owner;
   std::vector<int64_t> send_q, recv_q, send_z, recv_z;
   for (int r = 0; r < T; ++r) {
-    const int64_t n = static_cast<int64_t>(sr.rows_of_owner[r].size());
-    by_owner.insert(by_owner.end(), sr.rows_of_owner[r].begin(), sr.rows_of_owner[r].end());
+    const int64_t n = sa.owner_rows()[r];
     send_q.push_back(n * Hh * D.W);
     recv_q.push_back(R * Hh * D.W);
     send_z.push_back(R * Hh * D.C);
     recv_z.push_back(n * Hh * D.C);
   }
-  Tensor q_sorted = gather(be, qa.reshape({N, Hh * D.W}), by_owner);
+  Tensor q_sorted = gather(be, qa.reshape({N, Hh * D.W}), sa.rows_by_owner());
   Tensor q_recv = be.empty(be.act_dtype(), {T, R, Hh, D.W});  // from each rank: my rows on its heads
   env.comm.all_to_all_v(q_sorted, send_q, q_recv, recv_q);
   Tensor q_mine = be.empty(be.act_dtype(), {R, T * Hh, D.W});
@@ -249,15 +199,14 @@ void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   Tensor z_mine = be.empty(be.act_dtype(), {R, T * Hh, D.C});
   if (R > 0) {
     Tensor lse = be.empty(DType::F32, {R, T * Hh});
-    be.attention_absorbed(z_mine, lse, q_mine, paged_kv_for(be, plan, sr, layer, mine, env.kv_pool),
-                          static_cast<float>(env.cfg.softmax_scale()));
+    be.attention_absorbed(z_mine, lse, q_mine, sa.paged(layer, env.kv_pool), static_cast<float>(env.cfg.softmax_scale()));
   }
   Tensor z_send = be.empty(be.act_dtype(), {T, R, Hh, D.C});
   for (int r = 0; r < T; ++r) be.copy(z_send.select(0, r), z_mine.slice(1, r * Hh, (r + 1) * Hh));
   Tensor z_recv = be.empty(be.act_dtype(), {N, Hh * D.C});  // rows grouped by owner
   env.comm.all_to_all_v(z_send, send_z, z_recv, recv_z);
   Tensor z = be.empty(be.act_dtype(), {N, Hh * D.C});
-  scatter(be, z, z_recv, by_owner);
+  scatter(be, z, z_recv, sa.rows_by_owner());
   Tensor o = unabsorb(env, w, z.reshape({N, Hh, D.C}));
   be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
@@ -265,13 +214,13 @@ void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const Ste
 
 }  // namespace
 
-void mla_attention(RankEnv& env, const AttentionWeights& w, int layer, const StepPlan& plan, const StepRows& sr,
+void mla_attention(RankEnv& env, const AttentionWeights& w, int layer, Layout layout, const StepAttention& sa,
                    Tensor x, Tensor out) {
-  switch (plan.layout) {
-    case Layout::TP: return attention_tp(env, w, layer, plan, sr, x, out);
-    case Layout::DP: return attention_dp(env, w, layer, plan, sr, x, out);
-    case Layout::CP: return attention_cp(env, w, layer, plan, sr, x, out);
-    case Layout::DOP: return attention_dop(env, w, layer, plan, sr, x, out);
+  switch (layout) {
+    case Layout::TP: return attention_tp(env, w, layer, sa, x, out);
+    case Layout::DP: return attention_dp(env, w, layer, sa, x, out);
+    case Layout::CP: return attention_cp(env, w, layer, sa, x, out);
+    case Layout::DOP: return attention_dop(env, w, layer, sa, x, out);
   }
 }
 
