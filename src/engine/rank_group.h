@@ -1,7 +1,16 @@
 #pragma once
 // T ranks as worker threads (one per GPU on a GPU backend), each with its own backend, communicator,
 // weights and latent page storage. The leader hands every rank the same work and waits for all.
+//
+// A rank whose task throws aborts the group's communicators (both sets), so the other ranks' collectives
+// throw CommAborted instead of waiting for it. Once every rank has returned, the group recovers: it makes
+// fresh communicators and points every rank's environment at them (traffic counters restart), and the call
+// rethrows the first rank's error (the others' CommAborted are its echoes). Recovery renews only the
+// communicators: what the failed task left half done (KV it wrote, a switch in transit) is the caller's to
+// discard. If recovery fails (NCCL cannot re-initialise), the group shuts down: every later call that
+// needs the ranks throws InternalError saying why, and nothing hangs.
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -9,6 +18,7 @@
 #include <vector>
 
 #include "comm/counting_communicator.h"
+#include "comm/rebindable_communicator.h"
 #include "engine/step_plan.h"
 #include "kv/kv_cache_manager.h"
 #include "switch/switch_schedule.h"
@@ -90,6 +100,8 @@ class RankGroup {
   void dispatch(const std::function<void(Worker&)>& fn);
   void load_ranks(const WeightSource& weights);
   std::vector<std::unique_ptr<Communicator>> make_communicators();
+  void renew_communicators();
+  void task_failed(Worker& w, std::exception_ptr error);
   void stop_workers();
   void finish_switch();
 
@@ -100,6 +112,11 @@ class RankGroup {
   std::unique_ptr<SwitchSchedule> pending_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Communicator>> transfer_comms_;
+  // What the ranks' environments hold: they stay put while renew_communicators() swaps the sets above.
+  std::vector<std::unique_ptr<RebindableCommunicator>> comm_refs_, transfer_comm_refs_;
+  std::mutex error_mu_;
+  std::exception_ptr first_error_;  // of the task in flight: the first rank's, under error_mu_
+  std::string shut_down_;           // why the group no longer runs tasks ("" while it does)
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
