@@ -96,7 +96,7 @@ Point measure_point(BenchGroup& g, int B, int64_t L_in, const LayoutBenchOptions
     const double d0 = step_ms(g, B, L_in, 1, f.runs), d1 = step_ms(g, B, L_in + f.output_len - 1, 1, f.runs);
     p.decode_s = static_cast<double>(f.output_len) * (d0 + d1) / 2 * 1e-3;
     p.tokens_per_s = static_cast<double>(B) * static_cast<double>(L_in + f.output_len) / (p.prefill_s + p.decode_s);
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     p.error = e.what();
   }
   return p;

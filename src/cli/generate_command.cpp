@@ -104,7 +104,7 @@ int run_generate(const GenerateFlags& f) {
       } else {
         ids[i] = engine.add(in.input_ids, in.params);
       }
-    } catch (const Error& e) {
+    } catch (const UserError& e) {
       errors[i] = e.what();
     }
   }

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const splash::Error& e) {
+  } catch (const splash::UserError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -2,14 +2,24 @@
 // Collectives across the T ranks of one group, with NCCL's semantics: every rank calls the same
 // collectives in the same order; sizes are element counts of the tensors' dtype; zero-sized parts
 // are legal; a rank with nothing to send still calls. Buffers are contiguous.
+//
+// A rank that fails outside a collective would leave the others waiting in their next one forever, so
+// a group can be aborted: see abort().
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "core/stream.h"
 #include "core/tensor.h"
 
 namespace splash {
+
+// What every collective of an aborted group throws. Internal: a client never sees its message.
+class CommAborted : public InternalError {
+ public:
+  using InternalError::InternalError;
+};
 
 class Communicator {
  public:
@@ -34,6 +44,12 @@ class Communicator {
   // buf on every rank = buf on root.
   virtual void broadcast(Tensor buf, int root, Stream s = {}) = 0;
   virtual void barrier() = 0;
+
+  // Aborts the whole group this communicator belongs to (every rank of it in this process). Callable from
+  // any thread, also while other ranks are blocked in a collective, and more than once. Afterwards every
+  // blocked and every later collective on any communicator of the group throws CommAborted instead of
+  // waiting. An aborted group stays unusable: make a new one.
+  virtual void abort() = 0;
 };
 
 // A group of T in-process communicators (one per rank thread) for the CPU backend.

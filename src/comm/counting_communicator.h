@@ -33,6 +33,7 @@ class CountingCommunicator : public Communicator {
                     const std::vector<int64_t>& recv_counts, Stream s) override;
   void broadcast(Tensor buf, int root, Stream s) override;
   void barrier() override { inner_->barrier(); }
+  void abort() override { inner_->abort(); }
 
  private:
   void add(CollectiveKind k, int64_t bytes);

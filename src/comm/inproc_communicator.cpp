@@ -24,8 +24,10 @@ std::string_view collective_name(CollectiveKind kind) {
   return "?";
 }
 
-void InprocGroup::wait_all() {
+void InprocGroup::wait_all(bool abortable) {
   std::unique_lock lock(mu_);
+  const auto aborted = [&] { return abortable && aborted_; };
+  if (aborted()) throw CommAborted("in-process communicator: the group was aborted");
   const uint64_t generation = generation_;
   if (++arrived_ == size()) {
     arrived_ = 0;
@@ -33,7 +35,17 @@ void InprocGroup::wait_all() {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lock, [&] { return generation_ != generation; });
+  cv_.wait(lock, [&] { return generation_ != generation || aborted(); });
+  // A release that came before the abort still counts: every other rank has passed this wait too.
+  if (generation_ == generation) throw CommAborted("in-process communicator: the group was aborted");
+}
+
+void InprocGroup::abort() {
+  {
+    std::lock_guard lock(mu_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
 }
 
 namespace {
@@ -64,24 +76,24 @@ const char* in_name(CollectiveKind k) {
 
 void check_buffer(const char* name, const Tensor& t) {
   if (elems(t) == 0) return;
-  if (t.device() != Device::CPU) fail("`{}` is not a CPU tensor", name);
-  if (!t.is_contiguous()) fail("`{}` ({}) is not contiguous", name, t.shape_str());
+  if (t.device() != Device::CPU) fail_internal("`{}` is not a CPU tensor", name);
+  if (!t.is_contiguous()) fail_internal("`{}` ({}) is not contiguous", name, t.shape_str());
 }
 
 void check_counts(const char* name, std::span<const int64_t> counts, int size) {
   if (static_cast<int>(counts.size()) != size)
-    fail("`{}` has {} entries but the group has {} ranks", name, counts.size(), size);
+    fail_internal("`{}` has {} entries but the group has {} ranks", name, counts.size(), size);
   for (size_t j = 0; j < counts.size(); ++j)
-    if (counts[j] < 0) fail("`{}`[{}] is negative ({})", name, j, counts[j]);
+    if (counts[j] < 0) fail_internal("`{}`[{}] is negative ({})", name, j, counts[j]);
 }
 
 void check_fits(const char* name, const Tensor& t, int64_t needed) {
-  if (elems(t) < needed) fail("`{}` holds {} elements but needs {}", name, elems(t), needed);
+  if (elems(t) < needed) fail_internal("`{}` holds {} elements but needs {}", name, elems(t), needed);
 }
 
 void check_divisible(const Tensor& in, int size) {
   if (elems(in) % size != 0)
-    fail("`in` has {} elements, not a multiple of the {} ranks", elems(in), size);
+    fail_internal("`in` has {} elements, not a multiple of the {} ranks", elems(in), size);
 }
 
 void check_local(const InprocCall& c, int rank, int size) {
@@ -108,7 +120,7 @@ void check_local(const InprocCall& c, int rank, int size) {
       return check_fits("out", c.out, sum(c.recv_counts));
     case CollectiveKind::Broadcast:
       if (c.root < 0 || c.root >= size)
-        fail("root {} is outside the group of {} ranks", c.root, size);
+        fail_internal("root {} is outside the group of {} ranks", c.root, size);
       return;
   }
 }
@@ -120,12 +132,12 @@ void check_same_call(const std::vector<InprocCall>& calls) {
   for (size_t r = 1; r < calls.size(); ++r) {
     const InprocCall& c = calls[r];
     if (c.kind != c0.kind || c.seq != c0.seq)
-      fail("collective mismatch: rank 0 called {} (call #{}) while rank {} called {} (call #{})",
-           collective_name(c0.kind), c0.seq, r, collective_name(c.kind), c.seq);
+      fail_internal("collective mismatch: rank 0 called {} (call #{}) while rank {} called {} (call #{})",
+                    collective_name(c0.kind), c0.seq, r, collective_name(c.kind), c.seq);
   }
   for (size_t r = 0; r < calls.size(); ++r)
     if (!calls[r].error.empty())
-      fail("{} on rank {}: {}", collective_name(c0.kind), r, calls[r].error);
+      fail_internal("{} on rank {}: {}", collective_name(c0.kind), r, calls[r].error);
 }
 
 // Every non-empty buffer on every rank must share one dtype; returns it (F32 if all are empty).
@@ -142,9 +154,9 @@ DType check_dtypes(const std::vector<InprocCall>& calls) {
         first_rank = r;
         first = t->dtype();
       } else if (t->dtype() != first) {
-        fail("{}: mismatched dtypes: rank {}'s `{}` is {} but rank {}'s `{}` is {}",
-             collective_name(c.kind), first_rank, first_name, dtype_name(first), r, name,
-             dtype_name(t->dtype()));
+        fail_internal("{}: mismatched dtypes: rank {}'s `{}` is {} but rank {}'s `{}` is {}",
+                      collective_name(c.kind), first_rank, first_name, dtype_name(first), r, name,
+                      dtype_name(t->dtype()));
       }
     }
   }
@@ -159,25 +171,25 @@ void check_group(const std::vector<InprocCall>& calls) {
   const bool reduces =
       c0.kind == CollectiveKind::AllReduceSum || c0.kind == CollectiveKind::ReduceScatterSum;
   if (reduces && dtype != DType::F32 && dtype != DType::BF16)
-    fail("{} supports F32 and BF16, not {}", name, dtype_name(dtype));
+    fail_internal("{} supports F32 and BF16, not {}", name, dtype_name(dtype));
   for (size_t r = 1; r < calls.size(); ++r) {
     const InprocCall& c = calls[r];
     switch (c0.kind) {
       case CollectiveKind::Broadcast:
         if (c.root != c0.root)
-          fail("{}: rank 0 names root {} but rank {} names {}", name, c0.root, r, c.root);
+          fail_internal("{}: rank 0 names root {} but rank {} names {}", name, c0.root, r, c.root);
         [[fallthrough]];
       case CollectiveKind::AllReduceSum:
       case CollectiveKind::AllGather:
       case CollectiveKind::ReduceScatterSum:
       case CollectiveKind::AllToAll:
         if (elems(c.in) != elems(c0.in))
-          fail("{}: rank 0's `{}` has {} elements but rank {}'s has {}", name, in_name(c0.kind),
-               elems(c0.in), r, elems(c.in));
+          fail_internal("{}: rank 0's `{}` has {} elements but rank {}'s has {}", name, in_name(c0.kind),
+                        elems(c0.in), r, elems(c.in));
         break;
       case CollectiveKind::AllGatherV:
         if (!std::ranges::equal(c.send_counts, c0.send_counts))
-          fail("{}: rank {}'s counts differ from rank 0's", name, r);
+          fail_internal("{}: rank {}'s counts differ from rank 0's", name, r);
         break;
       case CollectiveKind::AllToAllV:
       case CollectiveKind::Barrier: break;
@@ -187,8 +199,8 @@ void check_group(const std::vector<InprocCall>& calls) {
     for (size_t i = 0; i < calls.size(); ++i)
       for (size_t j = 0; j < calls.size(); ++j)
         if (calls[i].send_counts[j] != calls[j].recv_counts[i])
-          fail("{}: rank {} sends {} elements to rank {}, but rank {} expects {} from rank {}",
-               name, i, calls[i].send_counts[j], j, j, calls[j].recv_counts[i], i);
+          fail_internal("{}: rank {} sends {} elements to rank {}, but rank {} expects {} from rank {}",
+                        name, i, calls[i].send_counts[j], j, j, calls[j].recv_counts[i], i);
   }
 }
 
@@ -258,8 +270,14 @@ void InprocCommunicator::run(InprocCall call, Work&& work) {
     call.error = e.what();
   }
   group_->call(rank_) = std::move(call);
-  group_->wait_all();
-  // Every rank reaches the second wait, even on error, so none is left waiting on a thrower.
+  try {
+    group_->wait_all(/*abortable=*/true);
+  } catch (const CommAborted&) {
+    group_->call(rank_) = {};  // no rank passed this wait, so none reads the slot
+    throw;
+  }
+  // Every rank reaches the second wait, even on error, so none is left waiting on a thrower. It is not
+  // abortable: a rank leaving early would free buffers that the others still read.
   std::exception_ptr error;
   try {
     check_group(group_->calls());
@@ -267,7 +285,7 @@ void InprocCommunicator::run(InprocCall call, Work&& work) {
   } catch (...) {
     error = std::current_exception();
   }
-  group_->wait_all();
+  group_->wait_all(/*abortable=*/false);
   group_->call(rank_) = {};  // drop the references to this call's buffers and counts
   if (error) std::rethrow_exception(error);
 }
@@ -370,7 +388,7 @@ void InprocCommunicator::barrier() {
 }
 
 std::vector<std::unique_ptr<Communicator>> make_inproc_group(int size) {
-  if (size < 1) fail("make_inproc_group: a group needs at least 1 rank, got {}", size);
+  if (size < 1) fail_internal("make_inproc_group: a group needs at least 1 rank, got {}", size);
   auto group = std::make_shared<InprocGroup>(size);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<InprocCommunicator>(group, r));

@@ -4,7 +4,8 @@
 // every rank checks that the calls agree and copies what it needs from the others' buffers; all
 // wait again before returning, so no buffer is released or reused while another rank still reads
 // it. A disagreement makes every rank throw the same error after the second wait, which leaves the
-// group usable.
+// group usable. abort() releases the ranks in the first wait (those in the second are all inside the
+// collective and arrive without blocking) and fails every later collective.
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -50,12 +51,16 @@ class InprocGroup {
   InprocCall& call(int rank) { return calls_[rank]; }
   const std::vector<InprocCall>& calls() const { return calls_; }
   // Returns once every rank has arrived. The generation count tells this wait from the next one,
-  // so a fast rank re-entering cannot release the ranks still waiting on the previous one.
-  void wait_all();
+  // so a fast rank re-entering cannot release the ranks still waiting on the previous one. An abortable
+  // wait throws CommAborted once the group is aborted, unless every rank had arrived before.
+  void wait_all(bool abortable);
+  // Wakes the waiters of abortable waits; every later abortable wait throws.
+  void abort();
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  bool aborted_ = false;
   int arrived_ = 0;
   uint64_t generation_ = 0;
   std::vector<InprocCall> calls_;
@@ -79,6 +84,7 @@ class InprocCommunicator final : public Communicator {
                     const std::vector<int64_t>& recv_counts, Stream s = {}) override;
   void broadcast(Tensor buf, int root, Stream s = {}) override;
   void barrier() override;
+  void abort() override { group_->abort(); }
 
  private:
   InprocCall begin(CollectiveKind kind);

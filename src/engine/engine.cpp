@@ -174,7 +174,7 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
   requests_.emplace(r.id, std::move(owned));
   try {
     validate(r.params);
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     reject(r, e.what());
     return r.id;
   }

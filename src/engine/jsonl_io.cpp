@@ -41,10 +41,10 @@ GenerateInput parse_generate_line(const std::string& line, int64_t n, const Samp
       if (k != "prompt" && k != "input_ids") params[k] = v;
     try {
       in.params = sampling_params_from_json(params);
-    } catch (const Error& e) {
+    } catch (const UserError& e) {
       fail("line {}: {}", n, e.what());
     }
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     in.error = e.what();
   }
   return in;

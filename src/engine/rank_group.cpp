@@ -1,6 +1,9 @@
 #include "engine/rank_group.h"
 
 #include <exception>
+#include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -28,7 +31,6 @@ struct RankGroup::Worker {
   bool has_task = false;
   bool done = false;
   bool stop = false;
-  std::exception_ptr error;
 };
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int rank) {
@@ -78,20 +80,36 @@ std::vector<std::unique_ptr<Communicator>> RankGroup::make_communicators() {
 #endif
 }
 
+// Both sets at once, so that a failure leaves the ranks' references on the old (aborted) ones.
+void RankGroup::renew_communicators() {
+  std::vector<std::unique_ptr<Communicator>> comms = make_communicators();
+  std::vector<std::unique_ptr<Communicator>> transfer = make_communicators();
+  if (opt_.count_traffic)
+    for (auto& c : comms) c = std::make_unique<CountingCommunicator>(std::move(c));
+  for (size_t r = 0; r < comms.size(); ++r) {
+    if (r < comm_refs_.size()) {
+      comm_refs_[r]->rebind(*comms[r]);
+      transfer_comm_refs_[r]->rebind(*transfer[r]);
+    } else {
+      comm_refs_.push_back(std::make_unique<RebindableCommunicator>(*comms[r]));
+      transfer_comm_refs_.push_back(std::make_unique<RebindableCommunicator>(*transfer[r]));
+    }
+  }
+  comms_ = std::move(comms);
+  transfer_comms_ = std::move(transfer);
+}
+
 void RankGroup::load_ranks(const WeightSource& weights) {
   const GroupOptions& opt = opt_;
   // Projections load as shards whenever the heads split; a replicated starting layout then gathers
   // them into pool pages (allocate_kv), the same way a switch does.
   if (layout_split_error(cfg_, Layout::TP, opt.ranks).empty()) loaded_layout_ = Layout::TP;
   dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, w.rank); });
-  comms_ = make_communicators();
-  transfer_comms_ = make_communicators();
-  if (opt.count_traffic)
-    for (auto& c : comms_) c = std::make_unique<CountingCommunicator>(std::move(c));
+  renew_communicators();
   dispatch([&](Worker& w) {
     Backend& be = *w.backend;
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
-    RankEnv env{be, *comms_[w.rank], *transfer_comms_[w.rank], cfg_,
+    RankEnv env{be, *comm_refs_[w.rank], *transfer_comm_refs_[w.rank], cfg_,
                 make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
     w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_));
   });
@@ -121,22 +139,33 @@ void RankGroup::loop(Worker& w) {
       task = std::move(w.task);
       w.has_task = false;
     }
-    std::exception_ptr err;
     try {
       task(w);
     } catch (...) {
-      err = std::current_exception();
+      task_failed(w, std::current_exception());
     }
     {
       std::lock_guard<std::mutex> lk(w.mu);
-      w.error = err;
       w.done = true;
     }
     w.cv.notify_all();
   }
 }
 
+// On the failed rank's thread, at once: the other ranks may already wait for it in a collective.
+void RankGroup::task_failed(Worker& w, std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lk(error_mu_);
+    if (!first_error_) first_error_ = std::move(error);
+  }
+  // The leader changes these sets only between tasks; none exist yet while the backends are made.
+  if (comms_.empty()) return;
+  comms_[w.rank]->abort();
+  transfer_comms_[w.rank]->abort();
+}
+
 void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
+  if (!shut_down_.empty()) fail_internal("the rank group is shut down: {}", shut_down_);
   for (auto& w : workers_) {
     {
       std::lock_guard<std::mutex> lk(w->mu);
@@ -146,13 +175,25 @@ void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
     }
     w->cv.notify_all();
   }
-  std::exception_ptr first;
   for (auto& w : workers_) {
     std::unique_lock<std::mutex> lk(w->mu);
     w->cv.wait(lk, [&] { return w->done; });
-    if (w->error && !first) first = w->error;
   }
-  if (first) std::rethrow_exception(first);
+  std::exception_ptr first;
+  {
+    std::lock_guard<std::mutex> lk(error_mu_);
+    first = std::exchange(first_error_, nullptr);
+  }
+  if (!first) return;
+  if (!comms_.empty()) {
+    try {
+      renew_communicators();
+    } catch (const std::exception& e) {
+      shut_down_ = fmt::format("new communicators after a failed task could not be made: {}", e.what());
+      spdlog::error("rank group: {}", shut_down_);
+    }
+  }
+  std::rethrow_exception(first);
 }
 
 void RankGroup::allocate_kv(int64_t pages) {

@@ -3,7 +3,16 @@
 // weights and latent page storage. The leader hands every rank the same work and waits for all. Which
 // layout the ranks are in is the LayoutSwitcher's (engine/layout_switcher.h): the group runs the
 // steps and the switch transfers it is given.
+//
+// A rank whose task throws aborts the group's communicators (both sets), so the other ranks' collectives
+// throw CommAborted instead of waiting for it. Once every rank has returned, the group recovers: it makes
+// fresh communicators and points every rank's environment at them (traffic counters restart), and the call
+// rethrows the first rank's error (the others' CommAborted are its echoes). Recovery renews only the
+// communicators: what the failed task left half done (KV it wrote, a switch in transit) is the caller's to
+// discard. If recovery fails (NCCL cannot re-initialise), the group shuts down: every later call that
+// needs the ranks throws InternalError saying why, and nothing hangs.
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -11,6 +20,7 @@
 #include <vector>
 
 #include "comm/counting_communicator.h"
+#include "comm/rebindable_communicator.h"
 #include "kv/kv_cache_manager.h"
 #include "model/deepseek_model.h"
 #include "model/weight_source.h"
@@ -91,6 +101,8 @@ class RankGroup {
   void dispatch(const std::function<void(Worker&)>& fn);
   void load_ranks(const WeightSource& weights);
   std::vector<std::unique_ptr<Communicator>> make_communicators();
+  void renew_communicators();
+  void task_failed(Worker& w, std::exception_ptr error);
   void stop_workers();
 
   ModelConfig cfg_;
@@ -99,6 +111,11 @@ class RankGroup {
   std::unique_ptr<KvCacheManager> kv_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Communicator>> transfer_comms_;
+  // What the ranks' environments hold: they stay put while renew_communicators() swaps the sets above.
+  std::vector<std::unique_ptr<RebindableCommunicator>> comm_refs_, transfer_comm_refs_;
+  std::mutex error_mu_;
+  std::exception_ptr first_error_;  // of the task in flight: the first rank's, under error_mu_
+  std::string shut_down_;           // why the group no longer runs tasks ("" while it does)
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -140,9 +140,10 @@ void EngineLoop::step() {
   try {
     deliver(engine_.step());
   } catch (const std::exception& e) {
-    // The step's state is unknown: fail what runs, keep serving new requests.
+    // The step's state is unknown, and no request caused it (each was checked when admitted): fail what
+    // runs as an internal error, keep serving new requests.
     spdlog::error("engine step failed: {}", e.what());
-    fail_all(e.what());
+    fail_all();
   }
 }
 
@@ -188,6 +189,7 @@ int EngineLoop::max_tokens_that_fit(int64_t prompt_tokens) {
 void EngineLoop::admit(Submission& s) {
   std::vector<int64_t> ids;
   std::string error;
+  int status = 400;  // the engine's own rejections are the request's fault
   for (GenerationJob& job : s.jobs) {
     try {
       if (job.fit_max_tokens) job.params.max_tokens = max_tokens_that_fit(static_cast<int64_t>(job.prompt.size()));
@@ -197,8 +199,10 @@ void EngineLoop::admit(Submission& s) {
         error = engine_.request(id).error;
         break;
       }
-    } catch (const std::exception& e) {
+    } catch (...) {
+      const ApiError e = client_error(std::current_exception(), job.rid);
       error = e.what();
+      status = e.status;
       break;
     }
   }
@@ -212,7 +216,7 @@ void EngineLoop::admit(Submission& s) {
       std::lock_guard lk(mu_);
       for (const GenerationJob& j : s.jobs) rids_.erase(j.rid);
     }
-    s.stream->reject(400, error);
+    s.stream->reject(status, error);
     return;
   }
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -257,7 +261,11 @@ void EngineLoop::deliver(const std::vector<RequestOutput>& outputs) {
     }
     if (o.finished) {
       d.finish = r.finish;
-      d.error = r.error;
+      // A fault the engine confined to this request (its details are in the engine's log) is a 500;
+      // any other failure is the request's own (400).
+      d.error = r.error_internal ? internal_error_message(l.rid) : r.error;
+      d.error_status = r.error_internal ? 500 : 400;
+      if (r.error_internal) spdlog::error("request {}: failed by an internal fault (engine request {})", l.rid, o.id);
       finish(o.id, std::move(d));
     } else {
       d.index = l.index;
@@ -266,18 +274,20 @@ void EngineLoop::deliver(const std::vector<RequestOutput>& outputs) {
   }
 }
 
-void EngineLoop::fail_all(const std::string& why) {
+void EngineLoop::fail_all() {
   std::vector<int64_t> ids;
   for (const auto& [id, l] : live_) ids.push_back(id);
   for (int64_t id : ids) {
+    const std::string rid = live_.at(id).rid;
     try {
       engine_.abort(id);
     } catch (const std::exception& e) {
-      spdlog::error("aborting request {} after a failed step: {}", id, e.what());
+      spdlog::error("aborting request {} after a failed step: {}", rid, e.what());
     }
+    spdlog::error("request {}: failed by the engine step's error", rid);
     TokenDelta d;
     d.finish = FinishReason::Error;
-    d.error = "internal error: " + why;
+    d.error = internal_error_message(rid);
     finish(id, std::move(d));
   }
 }

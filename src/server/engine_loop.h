@@ -95,7 +95,7 @@ class EngineLoop {
   LayoutSwitchOutcome switch_now(Layout to);
   void step();
   void deliver(const std::vector<RequestOutput>& outputs);
-  void fail_all(const std::string& why);
+  void fail_all();  // after a failed step: every live request ends with an internal error
   void finish(int64_t id, TokenDelta d);  // delivers the last delta and forgets the request
   void publish();
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/request_ids.h"
 #include "server/routes.h"
 #include "server/stream_response.h"
 
@@ -35,19 +36,13 @@ void install_handlers(Server& s, ServerContext& ctx) {
     }
     return Server::HandlerResponse::Unhandled;
   });
+  // The id names the failure in the log and in the X-Request-Id header (the client's own, if it sent one).
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const ApiError& e) {
-      reply_json(res, error_body(e), e.status);
-    } catch (const Error& e) {  // user-facing failures below the API (tokenizer, templates)
-      reply_json(res, error_body(400, e.what()), 400);
-    } catch (const std::exception& e) {
-      spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      reply_json(res, error_body(500, std::string("internal error: ") + e.what()), 500);
-    } catch (...) {
-      reply_json(res, error_body(500, "internal error"), 500);
-    }
+    std::string rid = req.get_header_value("X-Request-Id");
+    if (rid.empty()) rid = make_id("req-");
+    res.set_header("X-Request-Id", rid);
+    const ApiError e = client_error(ep, rid);
+    reply_json(res, error_body(e), e.status);
   });
   // httplib's own errors (no route, body too large, malformed HTTP) get the same JSON shape.
   s.set_error_handler(Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
@@ -59,7 +54,9 @@ void install_handlers(Server& s, ServerContext& ctx) {
     return Server::HandlerResponse::Handled;
   }));
   s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (res.status >= 500) spdlog::warn("{} {} -> {}", req.method, req.path, res.status);
+    const std::string rid = res.get_header_value("X-Request-Id");
+    if (res.status >= 500)
+      spdlog::warn("{} {} -> {}{}", req.method, req.path, res.status, rid.empty() ? "" : " (request id " + rid + ")");
     else spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
   });
 }

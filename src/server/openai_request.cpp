@@ -118,7 +118,7 @@ std::vector<int32_t> chat_prompt(const json& body, const ModelInfo& m) {
   if (tok.bos_id()) bos = std::string(tok.token_bytes(*tok.bos_id()));
   try {
     return tok.encode(apply_deepseek_v3_chat_template(messages, true, bos));
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     throw bad_request(e.what(), "messages");
   }
 }

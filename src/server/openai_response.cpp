@@ -44,7 +44,7 @@ class OpenAIBodyWriter final : public JsonWriter {
   }
   std::string on_done() override {
     for (const ChoiceResult& c : choices_)
-      if (c.finish == FinishReason::Error) return dump_json(error_body(500, c.error));
+      if (c.finish == FinishReason::Error) return dump_json(error_body(c.error_status, c.error));
     return dump_json(r_.chat ? chat_body(meta_, r_, tok_, choices_) : completion_body(meta_, r_, tok_, choices_));
   }
 
@@ -72,7 +72,7 @@ class OpenAIStreamWriter final : public SseWriter {
   }
 
   std::string on_delta(const TokenDelta& d) override {
-    if (d.finish == FinishReason::Error) return sse_event(error_body(500, d.error));
+    if (d.finish == FinishReason::Error) return sse_event(error_body(d.error_status, d.error));
     completion_tokens_ += static_cast<int64_t>(d.tokens.size());
     json c = {{"index", d.index},
               {"logprobs", maybe_logprobs(r_, tok_, d.tokens, d.logprobs, d.top, offsets_[d.index])},
@@ -125,6 +125,7 @@ void ChoiceResult::add(const TokenDelta& d) {
   if (d.finish != FinishReason::None) {
     finish = d.finish;
     error = d.error;
+    error_status = d.error_status;
     latency_s = d.latency_s;
   }
 }

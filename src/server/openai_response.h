@@ -23,6 +23,7 @@ struct ChoiceResult {
   std::vector<std::vector<TokenLogprob>> top;
   FinishReason finish = FinishReason::None;
   std::string error;
+  int error_status = 500;
   double latency_s = 0;
   void add(const TokenDelta& d);
 };

@@ -22,7 +22,8 @@ struct TokenDelta {
   std::vector<float> logprobs;                      // one per token, when asked for
   std::vector<std::vector<TokenLogprob>> top;       // one list per token, when top-n was asked for
   FinishReason finish = FinishReason::None;         // set on the choice's last delta
-  std::string error;                                // when finish == Error
+  std::string error;                                // when finish == Error: what the client may read
+  int error_status = 500;                           // when finish == Error: 4xx the client's fault, 5xx ours
   double latency_s = 0;                             // arrival to finish, on the last delta
 };
 

@@ -12,7 +12,7 @@ SamplingParams sampling_params_from_api(const json& body, std::span<const Sampli
     // Parsing the field alone (the rest at defaults) attributes any type or range error to it.
     try {
       sampling_params_from_json(json{{f.key, *v}});
-    } catch (const Error& e) {
+    } catch (const UserError& e) {
       std::string msg = e.what();
       if (f.api != f.key)
         if (size_t at = msg.find(f.key); at != std::string::npos) msg.replace(at, f.key.size(), f.api);
@@ -22,7 +22,7 @@ SamplingParams sampling_params_from_api(const json& body, std::span<const Sampli
   }
   try {
     return sampling_params_from_json(base);
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     throw bad_request(e.what());
   }
 }

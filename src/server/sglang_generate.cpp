@@ -88,7 +88,8 @@ class GenerateBodyWriter final : public JsonWriter {
   std::string on_done() override {
     json out = json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
-      if (choices_[i].finish == FinishReason::Error) return dump_json(error_body(500, choices_[i].error));
+      if (choices_[i].finish == FinishReason::Error)
+        return dump_json(error_body(choices_[i].error_status, choices_[i].error));
       out.push_back(generate_result(r_, i, choices_[i], m_));
     }
     return dump_json(r_.batch ? out : out[0]);
@@ -105,7 +106,7 @@ class GenerateStreamWriter final : public SseWriter {
  public:
   GenerateStreamWriter(GenerateRequest r, const ModelInfo& m) : r_(std::move(r)), m_(m), choices_(r_.inputs.size()) {}
   std::string on_delta(const TokenDelta& d) override {
-    if (d.finish == FinishReason::Error) return sse_event(error_body(500, d.error));
+    if (d.finish == FinishReason::Error) return sse_event(error_body(d.error_status, d.error));
     choices_[d.index].add(d);
     json j = generate_result(r_, d.index, choices_[d.index], m_);
     if (r_.batch) j["index"] = d.index;

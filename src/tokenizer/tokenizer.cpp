@@ -81,7 +81,7 @@ void Tokenizer::load(const std::string& path) {
     check_decoder(config.value("decoder", json()));
   } catch (const json::exception& e) {
     fail("tokenizer {}: malformed: {}", path, e.what());
-  } catch (const Error& e) {
+  } catch (const UserError& e) {
     fail("tokenizer {}: {}", path, e.what());
   }
 

@@ -1,8 +1,10 @@
 // The in-process communicator: every collective on 1..8 rank threads against exactly computed
-// results, uneven and empty parts, and the argument errors that must fail every rank, not hang it.
+// results, uneven and empty parts, the argument errors that must fail every rank, not hang it, and
+// abort(), which releases ranks waiting for one that will never come.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -441,6 +443,58 @@ TEST(InprocCommunicatorErrors, GroupStaysUsableAfterAnError) {
 }
 
 TEST(InprocCommunicatorErrors, GroupNeedsARank) { EXPECT_THROW(make_inproc_group(0), Error); }
+
+// A rank that never arrives (it failed elsewhere) aborts the group: the ranks waiting in a collective
+// for it throw CommAborted instead of hanging, and so does every later collective on any rank.
+TEST(InprocCommunicatorAbort, ReleasesRanksBlockedInACollective) {
+  const auto errors = run_ranks(4, [](Communicator& c) {
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the others block first
+      c.abort();
+    } else {
+      c.all_reduce_sum(f32({1, 2, 3}));
+    }
+  });
+  for (int r : {0, 2, 3}) EXPECT_NE(errors[r].find("aborted"), std::string::npos) << "rank " << r << ": " << errors[r];
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(InprocCommunicatorAbort, LaterCollectivesThrowOnEveryRank) {
+  auto comms = make_inproc_group(3);
+  comms[2]->abort();
+  comms[0]->abort();  // again, from another rank: harmless
+  for (auto& c : comms) {
+    EXPECT_THROW(c->barrier(), CommAborted);
+    EXPECT_THROW(c->all_gather(f32({1}), f32({0, 0, 0})), CommAborted);
+  }
+}
+
+TEST(InprocCommunicatorAbort, FromAnotherThreadWhileEveryRankWaits) {
+  auto comms = make_inproc_group(2);
+  std::atomic<int> aborted = 0;
+  std::thread waiter([&] {
+    try {
+      comms[0]->all_gather(f32({1}), f32({0, 0}));
+    } catch (const CommAborted&) {
+      ++aborted;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  comms[1]->abort();
+  waiter.join();
+  EXPECT_EQ(aborted, 1);
+}
+
+TEST(InprocCommunicatorAbort, CollectivesBeforeTheAbortComplete) {
+  auto comms = make_inproc_group(2);
+  std::vector<Tensor> bufs = {f32({1, 2}), f32({10, 20})};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { comms[r]->all_reduce_sum(bufs[r]); });
+  for (auto& t : threads) t.join();
+  comms[0]->abort();
+  EXPECT_EQ(contents<float>(bufs[0]), std::vector<float>({11, 22}));
+  EXPECT_EQ(contents<float>(bufs[1]), std::vector<float>({11, 22}));
+}
 
 }  // namespace
 }  // namespace splash

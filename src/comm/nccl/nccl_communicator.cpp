@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -13,8 +15,9 @@ namespace {
 #define SPLASH_NCCL_CHECK(expr)                                                                     \
   do {                                                                                              \
     ncclResult_t r_ = (expr);                                                                       \
-    if (r_ != ncclSuccess) ::splash::fail("NCCL error: {} returned {}", #expr, ncclGetErrorString(r_)); \
+    if (r_ != ncclSuccess) ::splash::fail_internal("NCCL error: {} returned {}", #expr, ncclGetErrorString(r_)); \
   } while (0)
+#define SPLASH_NCCL_CALL(expr) check_call((expr), #expr)
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -29,40 +32,64 @@ ncclDataType_t nccl_type(DType t) {
   return ncclUint8;
 }
 
+// This process's communicators of one group, so that aborting one aborts them all. ncclCommAbort frees
+// a communicator, so an aborted one is neither used nor destroyed again.
+struct NcclLocalGroup {
+  std::mutex mu;
+  std::atomic<bool> aborted{false};
+  std::vector<ncclComm_t> comms;
+
+  void abort() {
+    std::lock_guard lk(mu);
+    if (aborted.exchange(true)) return;
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+  }
+};
+
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int size, Stream dflt) : comm_(comm), rank_(rank), size_(size), dflt_(dflt) {}
-  ~NcclCommunicator() override { ncclCommDestroy(comm_); }
+  NcclCommunicator(std::shared_ptr<NcclLocalGroup> group, int local, int rank, int size, Stream dflt)
+      : group_(std::move(group)), comm_(group_->comms[local]), rank_(rank), size_(size), dflt_(dflt) {}
+  ~NcclCommunicator() override {
+    std::lock_guard lk(group_->mu);
+    if (!group_->aborted) ncclCommDestroy(comm_);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // Ranks of other processes are not reached: their NCCL calls fail or time out on their own.
+  void abort() override { group_->abort(); }
 
   void all_reduce_sum(Tensor buf, Stream s) override {
-    SPLASH_NCCL_CHECK(ncclAllReduce(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), ncclSum, comm_, st(s)));
+    live();
+    SPLASH_NCCL_CALL(ncclAllReduce(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), ncclSum, comm_, st(s)));
   }
   void all_gather(Tensor in, Tensor out, Stream s) override {
+    live();
     SPLASH_CHECK(out.numel() >= in.numel() * size_, "all_gather: out holds {} of {}", out.numel(), in.numel() * size_);
-    SPLASH_NCCL_CHECK(ncclAllGather(in.data(), out.data(), n(in), nccl_type(in.dtype()), comm_, st(s)));
+    SPLASH_NCCL_CALL(ncclAllGather(in.data(), out.data(), n(in), nccl_type(in.dtype()), comm_, st(s)));
   }
   // NCCL has no all-gather-v: one broadcast per source rank, grouped into one launch.
   void all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts, Stream s) override {
+    live();
     SPLASH_CHECK(static_cast<int>(counts.size()) == size_, "all_gather_v: {} counts for {} ranks", counts.size(), size_);
     const DType t = out.dtype();
     const size_t es = dtype_size(t);
-    SPLASH_NCCL_CHECK(ncclGroupStart());
+    SPLASH_NCCL_CALL(ncclGroupStart());
     size_t off = 0;
     for (int r = 0; r < size_; ++r) {
       if (counts[r] > 0) {
         const void* src = r == rank_ ? in.data() : nullptr;
-        SPLASH_NCCL_CHECK(ncclBroadcast(src, static_cast<char*>(out.data()) + off * es, static_cast<size_t>(counts[r]),
-                                        nccl_type(t), r, comm_, st(s)));
+        SPLASH_NCCL_CALL(ncclBroadcast(src, static_cast<char*>(out.data()) + off * es, static_cast<size_t>(counts[r]),
+                                       nccl_type(t), r, comm_, st(s)));
       }
       off += static_cast<size_t>(counts[r]);
     }
-    SPLASH_NCCL_CHECK(ncclGroupEnd());
+    SPLASH_NCCL_CALL(ncclGroupEnd());
   }
   void reduce_scatter_sum(Tensor in, Tensor out, Stream s) override {
-    SPLASH_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), n(out), nccl_type(in.dtype()), ncclSum, comm_, st(s)));
+    live();
+    SPLASH_NCCL_CALL(ncclReduceScatter(in.data(), out.data(), n(out), nccl_type(in.dtype()), ncclSum, comm_, st(s)));
   }
   void all_to_all(Tensor in, Tensor out, Stream s) override {
     const int64_t chunk = in.numel() / size_;
@@ -70,40 +97,55 @@ class NcclCommunicator : public Communicator {
   }
   void all_to_all_v(Tensor in, const std::vector<int64_t>& send, Tensor out, const std::vector<int64_t>& recv,
                     Stream s) override {
+    live();
     SPLASH_CHECK(static_cast<int>(send.size()) == size_ && static_cast<int>(recv.size()) == size_, "all_to_all_v counts");
     const DType t = out.defined() ? out.dtype() : in.dtype();
     const size_t es = dtype_size(t);
-    SPLASH_NCCL_CHECK(ncclGroupStart());
+    SPLASH_NCCL_CALL(ncclGroupStart());
     size_t soff = 0, roff = 0;
     for (int r = 0; r < size_; ++r) {
       if (send[r] > 0)
-        SPLASH_NCCL_CHECK(ncclSend(static_cast<const char*>(in.data()) + soff * es, static_cast<size_t>(send[r]),
-                                   nccl_type(t), r, comm_, st(s)));
+        SPLASH_NCCL_CALL(ncclSend(static_cast<const char*>(in.data()) + soff * es, static_cast<size_t>(send[r]),
+                                  nccl_type(t), r, comm_, st(s)));
       if (recv[r] > 0)
-        SPLASH_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data()) + roff * es, static_cast<size_t>(recv[r]),
-                                   nccl_type(t), r, comm_, st(s)));
+        SPLASH_NCCL_CALL(ncclRecv(static_cast<char*>(out.data()) + roff * es, static_cast<size_t>(recv[r]),
+                                  nccl_type(t), r, comm_, st(s)));
       soff += static_cast<size_t>(send[r]);
       roff += static_cast<size_t>(recv[r]);
     }
-    SPLASH_NCCL_CHECK(ncclGroupEnd());
+    SPLASH_NCCL_CALL(ncclGroupEnd());
   }
   void broadcast(Tensor buf, int root, Stream s) override {
-    SPLASH_NCCL_CHECK(ncclBroadcast(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), root, comm_, st(s)));
+    live();
+    SPLASH_NCCL_CALL(ncclBroadcast(buf.data(), buf.data(), n(buf), nccl_type(buf.dtype()), root, comm_, st(s)));
   }
   void barrier() override {
+    live();
     int* flag = nullptr;
     cudaStream_t stream = st({});
-    if (cudaMallocAsync(&flag, sizeof(int), stream) != cudaSuccess) fail("barrier: cudaMallocAsync failed");
+    if (cudaMallocAsync(&flag, sizeof(int), stream) != cudaSuccess) fail_internal("barrier: cudaMallocAsync failed");
     cudaMemsetAsync(flag, 0, sizeof(int), stream);
-    SPLASH_NCCL_CHECK(ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm_, stream));
+    SPLASH_NCCL_CALL(ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm_, stream));
     cudaFreeAsync(flag, stream);
-    if (cudaStreamSynchronize(stream) != cudaSuccess) fail("barrier: stream synchronisation failed");
+    if (cudaStreamSynchronize(stream) != cudaSuccess) fail_internal("barrier: stream synchronisation failed");
   }
 
  private:
+  // Before every collective: an aborted group's communicators are freed.
+  void live() const {
+    if (group_->aborted) throw CommAborted(fmt::format("NCCL communicator of rank {}: the group was aborted", rank_));
+  }
+  // An NCCL error during or after an abort is the abort's doing: CommAborted.
+  void check_call(ncclResult_t r, const char* expr) const {
+    if (r == ncclSuccess) return;
+    live();
+    fail_internal("NCCL error: {} returned {}", expr, ncclGetErrorString(r));
+  }
+
   static size_t n(const Tensor& t) { return static_cast<size_t>(t.numel()); }
   cudaStream_t st(Stream s) const { return static_cast<cudaStream_t>(s.handle ? s.handle : dflt_.handle); }
 
+  std::shared_ptr<NcclLocalGroup> group_;
   ncclComm_t comm_;
   int rank_, size_;
   Stream dflt_;
@@ -138,9 +180,11 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& gr
   }
   SPLASH_NCCL_CHECK(ncclGroupEnd());
   cudaSetDevice(caller_device);
+  auto group = std::make_shared<NcclLocalGroup>();
+  group->comms = std::move(comms);
   std::vector<std::unique_ptr<Communicator>> out;
   for (int i = 0; i < local; ++i)
-    out.push_back(std::make_unique<NcclCommunicator>(comms[i], node_rank * local + i, size, default_streams[i]));
+    out.push_back(std::make_unique<NcclCommunicator>(group, i, node_rank * local + i, size, default_streams[i]));
   return out;
 }
 

@@ -70,11 +70,11 @@ void CudaBackend::check_device_errors() {
   if (code == kErrNone) return;
   ctx_->errors[0] = ctx_->errors[1] = 0;
   switch (code) {
-    case kErrTokenId: fail("token id {} is outside the vocabulary", value);
-    case kErrPosition: fail("position {} is beyond the rope table", value);
-    case kErrRowIndex: fail("row index {} is out of range", value);
-    case kErrSlot: fail("latent slot {} is beyond the pool", value);
-    default: fail("a CUDA kernel reported error code {} (value {})", code, value);
+    case kErrTokenId: fail_internal("token id {} is outside the vocabulary", value);
+    case kErrPosition: fail_internal("position {} is beyond the rope table", value);
+    case kErrRowIndex: fail_internal("row index {} is out of range", value);
+    case kErrSlot: fail_internal("latent slot {} is beyond the pool", value);
+    default: fail_internal("a CUDA kernel reported error code {} (value {})", code, value);
   }
 }
 
