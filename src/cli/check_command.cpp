@@ -7,9 +7,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/engine_options.h"
-#include "core/error.h"
 #include "check/reference_check.h"
+#include "cli/engine_options.h"
+#include "cli/switch_flag.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "model/model_source.h"
 

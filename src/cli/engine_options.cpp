@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/switch_flag.h"
 #include "core/error.h"
 #include "engine/engine.h"
 

@@ -12,9 +12,9 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
-#include "engine/demo_workload.h"
+#include "cli/demo_workload.h"
 #include "engine/engine.h"
-#include "engine/jsonl_io.h"
+#include "cli/jsonl_io.h"
 #include "tokenizer/chat_template.h"
 
 namespace splash {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "engine/context_limit.h"
 #include "layout/memory_plan.h"
 #include "plan/complete_plan.h"
 
@@ -60,32 +61,6 @@ std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const En
   auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
   group->allocate_kv(size_kv_pages(model.config, opt, {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes()}));
   return group;
-}
-
-std::vector<std::pair<int64_t, Layout>> parse_switch_schedule(const std::string& spec) {
-  std::vector<std::pair<int64_t, Layout>> out;
-  size_t pos = 0;
-  while (pos < spec.size()) {
-    size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    const std::string item = spec.substr(pos, end - pos);
-    const size_t colon = item.find(':');
-    auto bad = [&] { fail("--switch: '{}' is not step=N:LAYOUT (e.g. step=5:dop,step=9:cp)", item); };
-    if (item.rfind("step=", 0) != 0 || colon == std::string::npos) bad();
-    int64_t step = -1;
-    try {
-      size_t used = 0;
-      step = std::stoll(item.substr(5, colon - 5), &used);
-      if (used != colon - 5) bad();
-    } catch (const std::exception&) {
-      bad();
-    }
-    const auto layout = parse_layout(item.substr(colon + 1));
-    if (step < 0 || !layout) bad();
-    out.emplace_back(step, *layout);
-    pos = end + 1;
-  }
-  return out;
 }
 
 std::vector<LiveRequest> Engine::live_requests() const {
@@ -188,9 +163,10 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
       reject(r, fmt::format("token id {} is outside the vocabulary [0, {})", t, c.vocab_size));
       return r.id;
     }
-  if (r.projected_tokens() > c.max_position_embeddings) {
-    reject(r, fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the context limit of {} tokens",
-                          r.prompt.size(), r.params.max_tokens, c.max_position_embeddings));
+  if (std::string why = context_limit_error(c.max_position_embeddings, static_cast<int64_t>(r.prompt.size()),
+                                           r.params.max_tokens);
+      !why.empty()) {
+    reject(r, std::move(why));
     return r.id;
   }
   if (!scheduler_.could_ever_fit(r.projected_tokens(), 0)) {

@@ -41,9 +41,6 @@ class StepObserver {
   virtual void on_step(const StepPlan& plan, const StepOutput& out) = 0;
 };
 
-// Parses `step=5:dop,step=9:cp`.
-std::vector<std::pair<int64_t, Layout>> parse_switch_schedule(const std::string& s);
-
 // Pages per rank for the engine's layout and memory options (fails naming what does not fit).
 int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sizing);
 // The rank group with its KV pool allocated and the starting layout in place.

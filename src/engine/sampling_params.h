@@ -1,7 +1,5 @@
 #pragma once
-// Per-request sampling settings, as they arrive in JSONL input lines and HTTP bodies.
-#include <nlohmann/json.hpp>
-
+// Per-request sampling settings (read from JSON by server/sampling_json.h).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -31,13 +29,5 @@ inline constexpr int kMaxLogprobs = 20;
 // outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, logprobs > 20 or < -1, empty
 // stop string, negative stop token id.
 void validate(const SamplingParams& p);
-
-// From a JSON object with the field names above. A null value keeps the default (clients send
-// "stop": null); "stop" may be one string or an array of strings; a negative "seed" is taken as
-// its two's-complement uint64. Unknown keys are an error naming the key unless listed in
-// `allowed_extra` (the caller's own keys, e.g. "prompt"); wrong types name the field. The result
-// is validated.
-SamplingParams sampling_params_from_json(const nlohmann::json& j,
-                                         std::span<const std::string_view> allowed_extra = {});
 
 }  // namespace splash

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "engine/context_limit.h"
 #include "server/api_error.h"
 #include "server/sampling_fields.h"
 #include "tokenizer/chat_template.h"
@@ -47,12 +48,9 @@ void check_context(const OpenAIRequest& r, const ModelInfo& m, const char* promp
   for (const auto& p : r.prompts) {
     const int64_t plen = static_cast<int64_t>(p.size());
     if (plen == 0) throw bad_request("the prompt is empty", prompt_param);
-    const int64_t want = r.fit_max_tokens ? plen + 1 : plen + r.params.max_tokens;
-    if (want > m.context_length)
-      throw bad_request(fmt::format("this model's maximum context length is {} tokens, but {} tokens were requested "
-                                    "({} in the prompt, {} to generate)",
-                                    m.context_length, want, plen, want - plen),
-                        r.fit_max_tokens || plen >= m.context_length ? prompt_param : "max_tokens",
+    const int64_t generate = r.fit_max_tokens ? 1 : r.params.max_tokens;
+    if (std::string why = context_limit_error(m.context_length, plen, generate); !why.empty())
+      throw bad_request(why, r.fit_max_tokens || plen >= m.context_length ? prompt_param : "max_tokens",
                         "context_length_exceeded");
   }
   if (!r.params.stop.empty() && !m.tokenizer)

@@ -6,6 +6,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/json_fields.h"
+#include "server/sampling_json.h"
 
 namespace splash {
 

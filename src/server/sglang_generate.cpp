@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/context_limit.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/request_ids.h"
@@ -66,11 +67,8 @@ SamplingParams parse_sampling(const json& sp, const ModelInfo& m, int logprobs, 
   SamplingParams p = sampling_params_from_api(sp, kFields, json{{"max_tokens", 128}, {"logprobs", logprobs}});
   if (!p.stop.empty() && !m.tokenizer)
     throw bad_request("stop strings need a tokenizer, which this model lacks: use stop_token_ids", "stop");
-  if (prompt_tokens + p.max_tokens > m.context_length)
-    throw bad_request(fmt::format("this model's maximum context length is {} tokens, but {} tokens were requested "
-                                  "({} in the input, {} to generate)",
-                                  m.context_length, prompt_tokens + p.max_tokens, prompt_tokens, p.max_tokens),
-                      prompt_tokens >= m.context_length ? "input_ids" : "max_new_tokens", "context_length_exceeded");
+  if (std::string why = context_limit_error(m.context_length, prompt_tokens, p.max_tokens); !why.empty())
+    throw bad_request(why, prompt_tokens >= m.context_length ? "input_ids" : "max_new_tokens", "context_length_exceeded");
   return p;
 }
 

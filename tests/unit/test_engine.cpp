@@ -158,7 +158,7 @@ TEST(Engine, BadRequestsFailAloneWithClearErrors) {
   EXPECT_THAT(e.request(empty).error, HasSubstr("empty"));
   EXPECT_THAT(e.request(oov).error, HasSubstr("token id 9999 is outside the vocabulary"));
   EXPECT_THAT(e.request(neg).error, HasSubstr("temperature"));
-  EXPECT_THAT(e.request(too_long).error, HasSubstr("exceeds the context limit of 4096"));
+  EXPECT_THAT(e.request(too_long).error, HasSubstr("maximum context length is 4096 tokens"));
   EXPECT_THAT(e.request(too_big).error, HasSubstr("exceeds the KV capacity"));
   for (int64_t id : {empty, oov, neg, too_long, too_big}) EXPECT_EQ(e.request(id).finish, FinishReason::Error);
   expect_pools_empty(e);

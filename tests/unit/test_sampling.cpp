@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "server/sampling_json.h"
 
 namespace splash {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/demo_workload.h"
+#include "cli/demo_workload.h"
 
 #include <algorithm>
 #include <random>

@@ -1,8 +1,9 @@
-#include "engine/jsonl_io.h"
+#include "cli/jsonl_io.h"
 
 #include <cmath>
 
 #include "core/error.h"
+#include "server/sampling_json.h"
 
 namespace splash {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/jsonl_io.h"
+#include "cli/jsonl_io.h"
 
 namespace splash {
 
