@@ -13,6 +13,7 @@ namespace splash {
 namespace {
 
 using test::kFixture;
+using test::greedy;
 using test::reference;
 
 struct EngineSetup {
@@ -35,14 +36,6 @@ Engine make_engine(const EngineSetup& s) {
   o.scheduler.admission = s.admission;
   o.kv_pages = s.kv_pages;
   return Engine(open_model(kFixture), o);
-}
-
-SamplingParams greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
 }
 
 std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<int64_t>& ids) {

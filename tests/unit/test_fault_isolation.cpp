@@ -15,6 +15,7 @@ namespace splash {
 namespace {
 
 using test::kFixture;
+using test::greedy;
 using test::reference;
 
 // Throws on one rank whenever request `id` is in the step (before that rank's first MoE collective).
@@ -33,14 +34,6 @@ class FaultOnOneRank : public RoutingHook {
   int64_t id_;
   int rank_;
 };
-
-SamplingParams greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
 
 EngineOptions fixture_options(Layout layout) {
   EngineOptions o;

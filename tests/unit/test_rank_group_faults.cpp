@@ -19,6 +19,7 @@ namespace splash {
 namespace {
 
 using test::kFixture;
+using test::greedy;
 using test::reference;
 
 constexpr int kRanks = 4;
@@ -80,14 +81,6 @@ void all_reduce(RankEnv& env) {
   Tensor t = cpu_tensor(DType::F32, {8});
   env.be.fill_zero(t);
   env.comm.all_reduce_sum(t);
-}
-
-SamplingParams greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
 }
 
 void expect_reference_generation(Engine& e) {

@@ -50,14 +50,6 @@ void expect_reference(Engine& engine, const CheckOptions& co) {
   EXPECT_THAT(refused, ::testing::IsEmpty());
 }
 
-SamplingParams greedy24() {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 24;
-  p.ignore_eos = true;
-  return p;
-}
-
 // Runs the engine dry and expects every request's output to be its prompt's reference continuation.
 void expect_engine_reference(Engine& e, const std::vector<std::pair<int64_t, size_t>>& id_prompt) {
   while (e.has_work()) e.step();
@@ -215,7 +207,7 @@ TEST(Switching, SwitchThatDoesNotFitIsRefusedAndServingGoesOn) {
   Engine e(open_model(kFixture), o);
   ASSERT_GT(e.group().replica_pages_per_layer() * 4, 300 - 264);
   std::vector<std::pair<int64_t, size_t>> ids;
-  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, greedy24()), i});
+  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, test::greedy(24)), i});
   expect_engine_reference(e, ids);
   ASSERT_EQ(e.switches().size(), 1u);
   EXPECT_THAT(e.switches()[0].refused, ::testing::HasSubstr("projection replica"));
@@ -234,7 +226,7 @@ TEST(Switching, EngineSwitchesUnderLoadAndAdmitsInTheNewLayout) {
   o.switch_schedule = {{3, Layout::DOP}, {20, Layout::CP}, {60, Layout::TP}};
   Engine e(open_model(kFixture), o);
   std::vector<std::pair<int64_t, size_t>> ids;
-  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, greedy24()), i});
+  for (size_t i = 0; i < reference().prompts.size(); ++i) ids.push_back({e.add(reference().prompts[i].ids, test::greedy(24)), i});
   expect_engine_reference(e, ids);
   ASSERT_EQ(e.switches().size(), 3u);
   for (const SwitchRecord& s : e.switches()) EXPECT_TRUE(s.refused.empty()) << s.refused;
@@ -261,7 +253,7 @@ TEST(Switching, IdleEngineFinishesItsSwitchAndServesInTheNewLayout) {
     EXPECT_FALSE(e.switch_in_transit());
     EXPECT_EQ(e.layout(), to);
   }
-  expect_engine_reference(e, {{e.add(reference().prompts[3].ids, greedy24()), 3}});
+  expect_engine_reference(e, {{e.add(reference().prompts[3].ids, test::greedy(24)), 3}});
 }
 
 }  // namespace
