@@ -259,10 +259,11 @@ std::vector<RequestOutput> Engine::step() {
     if (!(seq.n_new == 1 && !batch[i]->output.empty() && seq.start == batch[i]->length() - 1))
       prefill_tokens += seq.n_new;
   }
+  if (batch.empty() && !carried) return {};
   const double t = now();
   std::optional<StepOutput> out;
   try {
-    out = group_->run(plan, carried);
+    out = group_->run(plan, carried);  // with no rows, only a switch's transfers
   } catch (const std::exception& e) {
     // A step that carried a switch left its layers half handed over: nothing can be retried.
     if (carried) {

@@ -79,8 +79,8 @@ void LayoutSwitcher::complete(double seconds) {
 void LayoutSwitcher::log(const SwitchRecord& r) const {
   spdlog::log(entering_start_ ? spdlog::level::debug : spdlog::level::info,
               "switch {} -> {} before step {}: weights {} {:.2f} MiB, KV {} {:.2f} MiB received over the group; {:.2f} ms",
-               layout_name(r.from), layout_name(r.to), r.step, primitive_name(r.weights), r.weight_bytes / 1048576.0,
-               primitive_name(r.kv), r.kv_bytes / 1048576.0, r.seconds * 1e3);
+              layout_name(r.from), layout_name(r.to), r.step, primitive_name(r.weights), r.weight_bytes / 1048576.0,
+              primitive_name(r.kv), r.kv_bytes / 1048576.0, r.seconds * 1e3);
 }
 
 }  // namespace splash
