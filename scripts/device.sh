@@ -6,7 +6,7 @@
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
 # SPLASH_STAGES picks what runs (default: all, in this order): build tests checks multinode ops attention
-# e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# calibrate e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention calibrate e2e switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -175,6 +175,17 @@ if want attention; then  # attention kernels against copy bandwidth and the bf16
   timeout 240 ./$BUILD/splash_bench_attention > "$LOG/bench_attention.log" 2>&1
   row "bench attention (bench_attention.log)" "rc=$? ($((SECONDS - t0)) s)"
   tail -45 "$LOG/bench_attention.log"
+fi
+if want calibrate; then  # the scheduler's cost profile of one GPU (issue 15), named by the GPU (h100, h200)
+  t0=$SECONDS
+  GPU_TAG=$(head -1 "$LOG/gpu.txt" | tr 'A-Z' 'a-z' | grep -oE '\b[a-z][0-9]{2,4}\b' | head -1)
+  PROFILE=profile-${GPU_TAG:-gpu}.json
+  CAL=(); [ "$QUICK" = 1 ] && CAL=(--quick)
+  timeout 300 ./$BUILD/splash calibrate --backend cuda --ranks 1 --model builtin:deepseek-v2-lite \
+    --output "$LOG/$PROFILE" "${CAL[@]}" > "$LOG/calibrate.log" 2>&1  # finish() copies it to $OUT
+  rc=$?
+  cat "$LOG/calibrate.log"
+  row "calibrate 1 GPU ($PROFILE)" "rc=$rc ($((SECONDS - t0)) s)"
 fi
 bench() {  # name, timeout, splash bench args...
   local name=$1 limit=$2; shift 2

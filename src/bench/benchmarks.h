@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "trace/trace_request.h"
 
 namespace splash {
 
@@ -55,5 +56,20 @@ struct E2eBenchOptions {
   double bandwidth_gbs = 0, peak_tflops = 0;  // 0: measure on the backend
 };
 int run_e2e_bench(const E2eBenchOptions& f);
+
+// A request trace (built-in or JSONL file) replayed through the engine once per run, each with its own
+// engine: total time, output tokens/s, TTFT, TPOT, switches, and whether every run's greedy tokens
+// equal the first run's. One CSV row per run.
+struct TraceBenchRun {
+  std::string label;  // the --layouts entry: tp, dp, cp, dop or auto
+  BenchEngine engine;
+};
+struct TraceBenchOptions {
+  std::vector<TraceBenchRun> runs;
+  std::string trace_name;           // a built-in trace's name or the file (for the output)
+  std::vector<TraceRequest> trace;  // what is replayed
+  std::string csv;
+};
+int run_trace_bench(const TraceBenchOptions& f);
 
 }  // namespace splash

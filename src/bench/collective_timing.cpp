@@ -3,7 +3,7 @@
 #include <chrono>
 #include <functional>
 
-#include "bench/sample_stats.h"
+#include "core/sample_stats.h"
 #include "switch/kv_moves.h"
 
 namespace splash {
@@ -40,12 +40,14 @@ double time_all_gather_ms(RankGroup& g, int64_t bytes_per_rank, DType dtype, int
 double time_kv_exchange_ms(RankGroup& g, Layout from, Layout to, const std::vector<LiveRequest>& live, int64_t W,
                            DType dtype, int runs) {
   return time_on_ranks(g, runs, [&](RankEnv& env) -> std::function<void()> {
-    const RankKvMoves m = kv_moves_for_rank(from, to, env.ranks(), env.rank(), live);
+    const std::vector<std::vector<int64_t>> moved = kv_move_counts(from, to, env.ranks(), live);
+    const int me = env.rank();
     std::vector<int64_t> send(static_cast<size_t>(env.ranks())), recv(send.size());
     int64_t ns = 0, nr = 0;
-    for (size_t j = 0; j < send.size(); ++j) {
-      send[j] = static_cast<int64_t>(m.send[j].size()) * W;
-      recv[j] = static_cast<int64_t>(m.recv[j].size()) * W;
+    for (int j = 0; j < env.ranks(); ++j) {
+      if (j == me) continue;  // kept positions do not cross the network
+      send[j] = moved[me][j] * W;
+      recv[j] = moved[j][me] * W;
       ns += send[j];
       nr += recv[j];
     }

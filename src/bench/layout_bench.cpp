@@ -13,7 +13,7 @@
 
 #include "bench/benchmarks.h"
 #include "bench/bench_output.h"
-#include "bench/sample_stats.h"
+#include "core/sample_stats.h"
 #include "bench/synthetic_batch.h"
 #include "core/error.h"
 #include "engine/engine.h"

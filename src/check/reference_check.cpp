@@ -144,7 +144,8 @@ int64_t pages_for_reference(const ReferenceSet& ref, const ModelConfig& cfg, con
   int64_t pages = 0;
   for (const auto& p : ref.prompts)
     pages += (static_cast<int64_t>(p.ids.size() + p.greedy.size()) + page_size - 1) / page_size;
-  return (pages + replica_pages_per_layer(cfg, page_size, sz.weight_dtype, sz.kv_dtype)) * layers;
+  return (pages + replica_pages_per_layer(cfg, page_size, static_cast<int64_t>(dtype_size(sz.weight_dtype)),
+                                         static_cast<int64_t>(dtype_size(sz.kv_dtype)))) * layers;
 }
 
 EngineOptions check_engine_options(const ModelConfig& cfg, const GroupOptions& group, const ReferenceSet& ref,

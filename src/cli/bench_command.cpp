@@ -4,6 +4,8 @@
 
 #include "bench/benchmarks.h"
 #include "cli/engine_options.h"
+#include "cli/trace_flags.h"
+#include "model/model_source.h"
 
 namespace splash {
 namespace {
@@ -94,14 +96,40 @@ void add_bench_e2e(CLI::App& bench) {
   run_with(cmd, f, run_e2e_bench);
 }
 
+void add_bench_trace(CLI::App& bench) {
+  auto f = std::make_shared<BenchFlags<TraceBenchOptions>>();
+  TraceBenchOptions& o = f->bench;
+  auto layouts = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"tp", "dp", "cp", "dop", "auto"});
+  CLI::App* cmd = bench.add_subcommand("trace", "replay a request trace through the engine once per layout (fixed and auto)");
+  add_bench_engine_flags(*cmd, f->engine, "builtin:tiny", 4);
+  cmd->add_option("--layouts", *layouts, "one run per entry: tp, dp, cp, dop or auto (the first run's outputs are the reference)")
+      ->delimiter(',')->capture_default_str()->check(CLI::IsMember({"tp", "dp", "cp", "dop", "auto"}));
+  cmd->add_option("--csv", o.csv, "write one row per run to this CSV file");
+  auto trace = std::make_shared<TraceFlags>();
+  add_trace_flags(*cmd, *trace);
+  cmd->callback([f, layouts, trace] {
+    apply_log_level(f->engine.log_level);
+    f->bench.trace_name = trace->name;
+    f->bench.trace = read_trace(*trace, open_model(f->engine.model, f->engine.load_format, f->engine.seed).config);
+    f->bench.runs.clear();  // every entry's options first, so that a bad one fails before any run
+    for (const std::string& layout : *layouts) {
+      EngineFlags flags = f->engine;
+      flags.attn_layout = layout;
+      f->bench.runs.push_back({layout, {flags.model, flags.load_format, flags.seed, make_engine_options(flags)}});
+    }
+    throw CLI::RuntimeError(run_trace_bench(f->bench));
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "measure the engine: switch costs, fixed-layout throughput, end to end");
+  CLI::App* bench = app.add_subcommand("bench", "measure the engine: switch costs, fixed-layout throughput, end to end, request traces");
   bench->require_subcommand(1);
   add_bench_switch(*bench);
   add_bench_layouts(*bench);
   add_bench_e2e(*bench);
+  add_bench_trace(*bench);
 }
 
 }  // namespace splash

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "calibrate/calibrate.h"
 #include "cli/switch_flag.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -16,7 +17,11 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "seed of dummy weights")->capture_default_str();
   cmd.add_option("--ranks", f.ranks, "T: ranks (GPUs, or CPU threads) in the group")->capture_default_str();
-  cmd.add_option("--attn-layout", f.attn_layout, "attention layout: tp | dp | cp | dop")->capture_default_str();
+  cmd.add_option("--attn-layout", f.attn_layout,
+                 "attention layout: tp | dp | cp | dop | auto (the transition-aware scheduler follows the fastest)")
+      ->capture_default_str();
+  cmd.add_option("--cost-profile", f.cost_profile,
+                 "auto: the cost profile from splash calibrate (default: a quick calibration at start-up)");
   cmd.add_option("--backend", f.backend, "cpu | cuda")->capture_default_str();
   cmd.add_option("--page-size", f.page_size, "tokens per KV page")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
@@ -86,7 +91,16 @@ int64_t parse_bytes(const std::string& s) {
 EngineOptions make_engine_options(const EngineFlags& f) {
   EngineOptions o;
   o.group.ranks = f.ranks;
-  o.group.layout = parse_layout_flag(f.attn_layout);
+  o.auto_layout = f.attn_layout == "auto";
+  o.group.layout = o.auto_layout ? Layout::TP : parse_layout_flag(f.attn_layout);  // auto: the engine picks the start
+  // A fixed layout has no use for a profile (benchmarks pass one flag set to fixed and auto runs alike).
+  if (!f.cost_profile.empty() && o.auto_layout)
+    o.auto_profile = std::make_shared<const CostProfile>(load_profile(f.cost_profile));
+  if (o.auto_layout && !o.auto_profile)
+    o.calibrate = [](RankGroup& g) {
+      spdlog::info("--attn-layout auto without --cost-profile: calibrating the cost model on this group (quick)");
+      return calibrate_profile(g, CalibrateOptions{.quick = true});
+    };
   o.group.backend = f.backend;
   o.group.page_size = f.page_size;
   o.form = parse_form_flag(f.attn_form);
@@ -106,7 +120,8 @@ EngineOptions make_engine_options(const EngineFlags& f) {
 
 Layout parse_layout_flag(const std::string& s) {
   auto l = parse_layout(s);
-  if (!l) fail("unknown --attn-layout '{}' (choose tp, dp, cp or dop)", s);
+  if (s == "auto") fail("--attn-layout auto is for generate, serve and the benchmarks; here name a layout: tp, dp, cp or dop");
+  if (!l) fail("unknown --attn-layout '{}' (choose tp, dp, cp, dop or auto)", s);
   return *l;
 }
 

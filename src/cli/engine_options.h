@@ -15,7 +15,8 @@ struct EngineFlags {
   std::string load_format = "auto";
   uint64_t seed = 0;
   int ranks = 1;
-  std::string attn_layout = "tp";
+  std::string attn_layout = "tp";  // or auto: the transition-aware scheduler
+  std::string cost_profile;        // auto: the profile from `splash calibrate` (else measured at start-up)
   std::string backend = "cpu";
   int page_size = 64;
   std::string attn_form = "auto";

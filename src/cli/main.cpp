@@ -3,10 +3,12 @@
 #include <cstdio>
 
 #include "cli/bench_command.h"
+#include "cli/calibrate_command.h"
 #include "cli/check_command.h"
 #include "cli/generate_command.h"
 #include "cli/serve_command.h"
 #include "cli/plan_command.h"
+#include "cli/simulate_command.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +19,8 @@ int main(int argc, char** argv) {
   splash::add_serve_command(app);
   splash::add_plan_command(app);
   splash::add_bench_command(app);
+  splash::add_simulate_command(app);
+  splash::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -4,6 +4,7 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "cost/step_cost.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
 #include "switch/switch_manifest.h"
@@ -20,6 +21,10 @@ struct PlanFlags {
   std::string weight_dtype = "bf16";
   std::string kv_dtype = "bf16";
   int64_t manifest_context = 0;  // print every switch direction's manifest for --batch requests of this context
+  // Predicted step time per layout for --batch requests of --context tokens and --query-rows rows each.
+  std::string cost_profile;
+  int64_t context = 4096;
+  int64_t query_rows = 1;
 };
 
 int64_t elem_bytes(const std::string& s, const char* flag) {
@@ -50,6 +55,29 @@ void print_manifests(const ModelConfig& c, const MemoryInputs& in, const PlanFla
                  fmt::format("{}->{}", layout_name(a), layout_name(b)), primitive_name(w.primitive), mib(w.recv_max()),
                  mib(w.recv_total()), primitive_name(k.primitive), mib(k.recv_max()), mib(k.recv_total()));
     }
+}
+
+// t_l(x; theta) of each layout for B requests (owners round-robin), from a measured profile.
+void print_step_costs(const ModelConfig& c, const MemoryInputs& in, const PlanFlags& f) {
+  const CostProfile p = load_profile(f.cost_profile);
+  if (p.model != model_shape_key(c))
+    fail("{} was measured for another model ({}); this model is {}", f.cost_profile, p.model, model_shape_key(c));
+  if (f.query_rows < 1 || f.query_rows > f.context) fail("--query-rows must lie in [1, --context]");
+  std::vector<SeqLoad> batch;
+  for (int64_t i = 0; i < f.batch; ++i) batch.push_back({f.context, f.query_rows, static_cast<int>(i % in.ranks)});
+  fmt::print("\npredicted step, B={} requests of {} tokens, {} query rows each, profile {} ({}, T={} collectives):\n",
+             f.batch, f.context, f.query_rows, f.cost_profile, p.hardware, p.ranks);
+  if (p.ranks != in.ranks) fmt::print("note: the profile's collectives were measured at T={}, not {}\n", p.ranks, in.ranks);
+  fmt::print("{:<6} {:>10} {:>10} {:>11} {:>10} {:>10}  {}\n", "layout", "step ms", "gemm ms", "attention ms", "comm ms",
+             "fixed ms", "note");
+  for (Layout l : kAllLayouts) {
+    const LayoutMemory m = plan_layout(c, l, in);
+    const StepTime t = predict_step(c, l, in.ranks, batch, p);
+    const bool fits = m.fits && m.capacity_tokens >= f.batch * f.context;
+    fmt::print("{:<6} {:>10.3f} {:>10.3f} {:>11.3f} {:>10.3f} {:>10.3f}  {}\n", layout_name(l), t.total_s * 1e3,
+               t.gemm_s * 1e3, t.attention_s * 1e3, t.comm_s * 1e3, t.fixed_s * 1e3,
+               fits ? "" : m.fits ? "the batch exceeds its KV capacity" : "does not fit");
+  }
 }
 
 int run_plan(const PlanFlags& f) {
@@ -88,6 +116,7 @@ int run_plan(const PlanFlags& f) {
     fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
                100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));
   if (f.manifest_context > 0) print_manifests(c, in, f);  // volumes do not depend on the memory
+  if (!f.cost_profile.empty()) print_step_costs(c, in, f);
   if (fitting.empty()) fail("no layout fits T = {} ranks of {} each", in.ranks, f.mem_per_rank);
   return 0;
 }
@@ -106,6 +135,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--kv-dtype", f->kv_dtype, "bf16 | fp8 | f32")->capture_default_str();
   cmd->add_option("--manifest-context", f->manifest_context,
                   "also print every switch direction's per-layer manifest for --batch requests of this context");
+  cmd->add_option("--cost-profile", f->cost_profile,
+                  "also print each layout's predicted step time (splash calibrate's profile) for --batch requests");
+  cmd->add_option("--context", f->context, "with --cost-profile: tokens cached per request")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--query-rows", f->query_rows, "with --cost-profile: rows per request (1: decode)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([f] { throw CLI::RuntimeError(run_plan(*f)); });
 }
 

@@ -21,6 +21,30 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
+// The policy the engine starts with: the transition-aware scheduler (auto), a script, or a fixed layout.
+std::unique_ptr<LayoutPolicy> make_inner_policy(const ModelConfig& cfg, const EngineOptions& opt, RankGroup& group) {
+  if (opt.auto_layout && opt.group.ranks > 1) {
+    if (!opt.switch_schedule.empty()) fail("--switch and --attn-layout auto exclude each other");
+    if (!opt.auto_profile && !opt.calibrate) fail("--attn-layout auto needs a cost profile (--cost-profile)");
+    CostProfile p = opt.auto_profile ? *opt.auto_profile : opt.calibrate(group);
+    check_profile_matches(p, cfg, opt.group.backend, opt.group.ranks);
+    return std::make_unique<AutoLayoutPolicy>(std::move(p), cfg, opt.group.ranks, opt.auto_policy);
+  }
+  if (!opt.switch_schedule.empty()) return std::make_unique<ScriptedLayoutPolicy>(opt.switch_schedule);
+  return std::make_unique<FixedLayoutPolicy>();
+}
+
+// auto starts in the first layout the heads split for (TP where they do).
+EngineOptions with_auto_start(const ModelConfig& cfg, EngineOptions opt) {
+  if (!opt.auto_layout) return opt;
+  for (Layout l : kAllLayouts)
+    if (layout_split_error(cfg, l, opt.group.ranks).empty()) {
+      opt.group.layout = l;
+      break;
+    }
+  return opt;
+}
+
 }  // namespace
 
 const char* finish_reason_name(FinishReason r) {
@@ -34,16 +58,14 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-Engine::Engine(ModelSource model, EngineOptions opt)
+Engine::Engine(ModelSource model, EngineOptions options)
     : model_(std::move(model)),
-      opt_(opt),
+      opt_(with_auto_start(model_.config, std::move(options))),
       tokenizer_(model_.dir.empty() ? nullptr : Tokenizer::from_model_dir(model_.dir)),
-      group_(make_serving_group(model_, opt)),
-      switcher_(std::make_unique<LayoutSwitcher>(*group_, opt.group.layout, opt.switch_mode)),
-      policy_(std::make_unique<RequestableLayoutPolicy>(
-          opt.switch_schedule.empty() ? std::unique_ptr<LayoutPolicy>(std::make_unique<FixedLayoutPolicy>())
-                                      : std::make_unique<ScriptedLayoutPolicy>(opt.switch_schedule))),
-      scheduler_(opt.scheduler, group_->kv(), opt.group.layout),
+      group_(make_serving_group(model_, opt_)),
+      switcher_(std::make_unique<LayoutSwitcher>(*group_, opt_.group.layout, opt_.switch_mode)),
+      policy_(std::make_unique<RequestableLayoutPolicy>(make_inner_policy(model_.config, opt_, *group_))),
+      scheduler_(opt_.scheduler, group_->kv(), opt_.group.layout),
       seed_state_(std::random_device{}()) {
   eos_ = tokenizer_ && tokenizer_->eos_id() ? tokenizer_->eos_id() : model_.config.eos_token_id;
 }
@@ -73,7 +95,19 @@ void Engine::consult_layout_policy() {
   if (switcher_->in_transit()) return;  // the step that carries it comes first
   const std::optional<Layout> to = policy_->decide({stats_.steps, switcher_->layout(), scheduler_});
   if (!to || *to == switcher_->layout()) return;
-  if (!switcher_->begin(*to, live_requests(), stats_.steps)) scheduler_.set_layout(*to);
+  const std::optional<std::string> refused =
+      switcher_->begin(*to, live_requests(), stats_.steps, std::nullopt, policy_->reason());
+  if (!refused) scheduler_.set_layout(*to);
+  policy_->on_result(*to, refused, stats_.steps);
+}
+
+void Engine::set_layout_auto() {
+  if (!auto_policy()) fail("the engine was not started with --attn-layout auto: there is no scheduler to hand back to");
+  policy_->release();
+}
+
+const AutoLayoutPolicy* Engine::auto_policy() const {
+  return dynamic_cast<const AutoLayoutPolicy*>(&policy_->inner());
 }
 
 std::optional<std::string> Engine::switch_layout(Layout to) {

@@ -4,12 +4,15 @@
 // stream, so a request's tokens do not depend on the rest of the batch (greedy requests without
 // logprobs take the argmax on the device; the others are sampled on the host).
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/auto_layout_policy.h"
 #include "engine/layout_policy.h"
 #include "engine/layout_switcher.h"
 #include "engine/rank_group.h"
@@ -29,6 +32,13 @@ struct EngineOptions {
   int64_t kv_pages = 0;       // pages per rank; 0: what the memory left after the weights holds
   SwitchMode switch_mode = SwitchMode::Overlapped;
   std::vector<std::pair<int64_t, Layout>> switch_schedule;  // switch before engine step N to a layout
+  // --attn-layout auto: the transition-aware scheduler decides the layout (group.layout is the start),
+  // with a measured profile (--cost-profile), or else one `calibrate` measures on the engine's own group
+  // at start-up. With one rank there is one layout and nothing to decide.
+  bool auto_layout = false;
+  std::shared_ptr<const CostProfile> auto_profile;
+  std::function<CostProfile(RankGroup&)> calibrate;
+  AutoPolicyOptions auto_policy;
   // Every row's logits come back from each step (checks compare them; StepObserver sees them). Tokens
   // are then sampled from each sequence's last row on the host.
   bool all_logits = false;
@@ -82,6 +92,17 @@ class Engine {
   // Replaces what decides the layout at step boundaries (fixed, scripted, or a scheduler's policy);
   // switch_layout requests still take precedence once.
   void set_layout_policy(std::unique_ptr<LayoutPolicy> policy);
+  // Hands the layout back to the transition-aware scheduler after switch_layout pinned it (fails when
+  // the engine has none).
+  void set_layout_auto();
+  // The transition-aware scheduler, when the engine runs one (null otherwise).
+  const AutoLayoutPolicy* auto_policy() const;
+  AutoLayoutPolicy* auto_policy() { return const_cast<AutoLayoutPolicy*>(std::as_const(*this).auto_policy()); }
+  // Whether an outside request pinned the layout (POST /layout), so the scheduler is not asked.
+  bool layout_pinned() const { return policy_->pinned(); }
+  // Pins the current layout as if an outside request had named it.
+  void pin_layout() { policy_->pin(); }
+  std::string layout_policy_name() const { return policy_->name(); }
   Layout layout() const { return switcher_->layout(); }
   bool switch_in_transit() const { return switcher_->in_transit(); }
   const std::vector<SwitchRecord>& switches() const { return switcher_->history(); }

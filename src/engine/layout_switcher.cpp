@@ -37,9 +37,10 @@ std::optional<std::string> LayoutSwitcher::refuse(SwitchRecord rec, std::string 
 }
 
 std::optional<std::string> LayoutSwitcher::begin(Layout to, std::vector<LiveRequest> live, int64_t step,
-                                                  std::optional<SwitchMode> mode) {
+                                                  std::optional<SwitchMode> mode, std::string reason) {
   SwitchRecord rec;
   rec.step = step;
+  rec.reason = std::move(reason);
   rec.from = layout();
   rec.to = to;
   if (pending_) return refuse(rec, "a switch is already in transit");

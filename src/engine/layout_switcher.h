@@ -23,6 +23,7 @@ struct SwitchRecord {
   int64_t step = 0;
   Layout from = Layout::TP, to = Layout::TP;
   std::string refused;  // empty when it happened
+  std::string reason;   // who asked: forced (POST /layout), scripted (--switch), faster (auto), policy
   Primitive weights = Primitive::Keep, kv = Primitive::Keep;
   int64_t weight_bytes = 0, kv_bytes = 0;  // received over the group, all layers
   double seconds = 0;                      // blocking: the transfers; overlapped: the step that carried them
@@ -45,7 +46,7 @@ class LayoutSwitcher {
   // step `step`. Records and returns the reason when it does not fit (nothing changes); otherwise the
   // switch is done (blocking) or rides on the next step (overlapped); `mode` overrides the switcher's.
   std::optional<std::string> begin(Layout to, std::vector<LiveRequest> live, int64_t step,
-                                   std::optional<SwitchMode> mode = std::nullopt);
+                                   std::optional<SwitchMode> mode = std::nullopt, std::string reason = "");
   // After the step that carried the switch (`seconds` long): its held pages return to the pools.
   void complete(double seconds);
 

@@ -209,14 +209,15 @@ void RankGroup::allocate_kv(int64_t pages) {
   kv_->set_replica_pages(replica_pages_per_layer());
 }
 
-int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, DType weight_dtype, DType kv_dtype) {
-  const int64_t bytes = projection_bytes(cfg, static_cast<int64_t>(dtype_size(weight_dtype))).total();
-  const int64_t page_bytes = static_cast<int64_t>(page_size) * cfg.latent_dim() * dtype_size(kv_dtype);
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes) {
+  const int64_t bytes = projection_bytes(cfg, weight_elem_bytes).total();
+  const int64_t page_bytes = static_cast<int64_t>(page_size) * cfg.latent_dim() * kv_elem_bytes;
   return (bytes + page_bytes - 1) / page_bytes;
 }
 
 int64_t RankGroup::replica_pages_per_layer() const {
-  return splash::replica_pages_per_layer(cfg_, opt_.page_size, weight_dtype(), kv_dtype());
+  return splash::replica_pages_per_layer(cfg_, opt_.page_size, static_cast<int64_t>(dtype_size(weight_dtype())),
+                                         static_cast<int64_t>(dtype_size(kv_dtype())));
 }
 
 void RankGroup::transfer(const SwitchSchedule& sched) {

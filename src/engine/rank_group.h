@@ -48,7 +48,7 @@ struct KvSizing {
 KvSizing backend_dtypes(const std::string& name);
 // Pages one layer's full projections take in a pool of `page_size`-token latent pages (the run a
 // replicated layout holds per layer).
-int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, DType weight_dtype, DType kv_dtype);
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes);
 
 class RankGroup {
  public:

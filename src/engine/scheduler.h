@@ -41,6 +41,9 @@ class Scheduler {
   void set_layout(Layout l) { layout_ = l; }
   // Requests in flight, admission order (the owners a switch into DP or DOP uses).
   const std::vector<Request*>& running_requests() const { return running_; }
+  const std::deque<Request*>& waiting_requests() const { return waiting_; }
+  const SchedulerOptions& options() const { return opt_; }
+  const KvCacheManager& kv() const { return kv_; }
   // True when a request that needs `tokens` could ever fit the group's pool (checked at admission).
   bool could_ever_fit(int64_t tokens, int owner) const;
 

@@ -45,12 +45,7 @@ bool KvCacheManager::grow(int64_t seq, int owner, int64_t ctx, Layout layout) {
     if (need == 0 && held == 0 && !find(r, seq)) continue;
     SeqPages& s = writable(r, seq);
     if (s.layers.empty()) s.layers.resize(static_cast<size_t>(layers_));
-    if (need > 0) {
-      std::vector<int32_t> pages = *pools_[r].allocate(need);
-      const int64_t per_layer = need / layers_;
-      for (int l = 0; l < layers_; ++l)
-        s.layers[l].insert(s.layers[l].end(), pages.begin() + l * per_layer, pages.begin() + (l + 1) * per_layer);
-    }
+    for (int l = 0; l < layers_ && need > 0; ++l) pools_[r].allocate_into(need / layers_, s.layers[l]);
     s.tokens = std::max(s.tokens, held);
   }
   return true;

@@ -4,7 +4,8 @@
 // pages while the next is in transit). Ranks receive these tables with the step plan and own only
 // the page storage, as vLLM's workers receive block tables from the scheduler. A step plan holds
 // shared snapshots of the tables it reads; the manager copies a table before changing one that a plan
-// (or a saved manager, for a switch's rollback) still shares, so neither copies tables up front.
+// still shares, so a plan does not copy tables up front. A layout switch replaces only the tables it
+// changes (set), and a plan or the switch's schedule keeps the old ones alive as long as it needs them.
 #include <cstdint>
 #include <memory>
 #include <unordered_map>

@@ -8,7 +8,8 @@ namespace splash {
 
 struct SeqPages {
   int64_t tokens = 0;                        // latent tokens this rank holds for the request
-  std::vector<std::vector<int32_t>> layers;  // [layer][page]
+  std::vector<std::vector<int32_t>> layers;  // [layer][page]; every layer has as many pages
+  int64_t pages_per_layer() const { return layers.empty() ? 0 : static_cast<int64_t>(layers[0].size()); }
   int32_t slot(int layer, int64_t local_index, int page_size) const {
     return layers[layer][local_index / page_size] * page_size + static_cast<int32_t>(local_index % page_size);
   }

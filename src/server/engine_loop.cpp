@@ -68,7 +68,7 @@ void EngineLoop::abort_all() {
   cv_.notify_all();
 }
 
-LayoutSwitchOutcome EngineLoop::switch_layout(Layout to) {
+LayoutSwitchOutcome EngineLoop::switch_layout(std::optional<Layout> to) {
   std::future<LayoutSwitchOutcome> outcome;
   {
     std::lock_guard lk(mu_);
@@ -157,14 +157,25 @@ void EngineLoop::apply_layout(LayoutCommand& c) {
   }
 }
 
-LayoutSwitchOutcome EngineLoop::switch_now(Layout to) {
+LayoutSwitchOutcome EngineLoop::switch_now(std::optional<Layout> to) {
   // Only one switch can be in transit: the step that carries the previous one comes first (on an idle
   // engine it only transfers), so back-to-back commands are not refused.
   if (engine_.switch_in_transit()) step();
   LayoutSwitchOutcome o;
   o.previous = o.layout = engine_.layout();
-  if (to == o.previous) return o;
-  if (std::optional<std::string> why = engine_.switch_layout(to)) {
+  if (!to) {
+    if (!engine_.auto_policy())
+      throw ApiError(409, "the server was not started with --attn-layout auto: there is no scheduler to hand the "
+                          "layout back to; name a layout: tp, dp, cp or dop", "layout", "", "no_scheduler");
+    engine_.set_layout_auto();
+    o.handed_back = true;
+    return o;
+  }
+  if (*to == o.previous) {
+    engine_.pin_layout();  // a forced layout holds until POST /layout auto, also when already in it
+    return o;
+  }
+  if (std::optional<std::string> why = engine_.switch_layout(*to)) {
     o.refused = std::move(*why);
     return o;
   }
@@ -315,6 +326,9 @@ void EngineLoop::publish() {
   KvCacheManager& kv = engine_.kv();
   EngineSnapshot s;
   s.layout = engine_.layout();
+  s.policy = engine_.layout_policy_name();
+  s.pinned = engine_.layout_pinned();
+  if (const AutoLayoutPolicy* a = engine_.auto_policy(); a && a->forecast().step >= 0) s.forecast = a->forecast();
   s.running = static_cast<int64_t>(sched.running());
   s.waiting = static_cast<int64_t>(sched.waiting());
   s.preemptions = sched.preemptions();

@@ -38,6 +38,7 @@ struct LayoutSwitchOutcome {
   Layout layout = Layout::TP;           // the layout the next step runs in
   std::optional<SwitchRecord> started;  // the switch (its transfers ride on the next step; not yet timed)
   std::string refused;                  // the engine's reason; it serves on in `previous`
+  bool handed_back = false;             // auto: the scheduler decides again
 };
 
 class EngineLoop {
@@ -61,7 +62,8 @@ class EngineLoop {
   // Starts a switch of the attention layout between two engine steps and waits for the outcome;
   // nothing happens when already in `to`. The transfers ride on the next step, after which the
   // switch history and metrics show it. ApiError 503 when stopped.
-  LayoutSwitchOutcome switch_layout(Layout to);
+  // `to` nullopt: hands the layout back to the transition-aware scheduler (ApiError 409 without one).
+  LayoutSwitchOutcome switch_layout(std::optional<Layout> to);
   // Waits until nothing is queued or running; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);
 
@@ -77,7 +79,7 @@ class EngineLoop {
     int index = -1;  // -1: every choice
   };
   struct LayoutCommand {
-    Layout to = Layout::TP;
+    std::optional<Layout> to;  // nullopt: auto
     std::promise<LayoutSwitchOutcome> outcome;
   };
   struct Live {
@@ -92,7 +94,7 @@ class EngineLoop {
   int max_tokens_that_fit(int64_t prompt_tokens);
   void apply_cancel(const Cancel& c);
   void apply_layout(LayoutCommand& c);
-  LayoutSwitchOutcome switch_now(Layout to);
+  LayoutSwitchOutcome switch_now(std::optional<Layout> to);
   void step();
   void deliver(const std::vector<RequestOutput>& outputs);
   void fail_all();  // after a failed step: every live request ends with an internal error

@@ -2,6 +2,7 @@
 // The engine's state as the HTTP side may see it: copied by the engine thread after every
 // iteration, read by /metrics and /layout without touching the Engine.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct RankSnapshot {
 
 struct EngineSnapshot {
   Layout layout = Layout::TP;
+  std::string policy;  // fixed, scripted, auto
+  bool pinned = false;  // a forced layout holds the scheduler off
+  std::optional<LayoutForecast> forecast;  // auto: the scheduler's latest prediction
   int64_t running = 0, waiting = 0;
   int64_t preemptions = 0;
   int page_size = 0, layers = 0;

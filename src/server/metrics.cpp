@@ -40,10 +40,10 @@ void ServerMetrics::record_finished(FinishReason why) {
 void ServerMetrics::record_switch(const SwitchRecord& r) {
   std::lock_guard lk(mu_);
   if (!r.refused.empty()) {
-    ++refusals_[{r.from, r.to}];
+    ++refusals_[{r.from, r.to, r.reason}];
     return;
   }
-  ++switches_[{r.from, r.to}];
+  ++switches_[{r.from, r.to, r.reason}];
   switch_seconds_.observe(r.seconds);
 }
 
@@ -86,19 +86,31 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   p.family("splash_attention_layout", "gauge", "The current attention layout (1 for the active one).");
   for (Layout l : kAllLayouts)
     p.sample("splash_attention_layout", {{"layout", std::string(layout_name(l))}}, l == s.layout ? 1.0 : 0.0);
-  auto by_direction = [&](const char* name, const char* help, const std::map<std::pair<Layout, Layout>, int64_t>& counts) {
+  // Every direction and reason, zeros included, so rates exist before the first switch.
+  auto by_direction = [&](const char* name, const char* help,
+                          const std::map<std::tuple<Layout, Layout, std::string>, int64_t>& counts) {
     p.family(name, "counter", help);
     for (Layout from : kAllLayouts)
-      for (Layout to : kAllLayouts) {
-        if (from == to) continue;
-        auto it = counts.find({from, to});
-        p.sample(name, {{"from", std::string(layout_name(from))}, {"to", std::string(layout_name(to))}},
-                 static_cast<double>(it == counts.end() ? 0 : it->second));
-      }
+      for (Layout to : kAllLayouts)
+        for (const char* reason : {"forced", "scripted", "faster"}) {
+          if (from == to) continue;
+          auto it = counts.find({from, to, reason});
+          p.sample(name, {{"from", std::string(layout_name(from))}, {"to", std::string(layout_name(to))}, {"reason", reason}},
+                   static_cast<double>(it == counts.end() ? 0 : it->second));
+        }
   };
-  by_direction("splash_layout_switches_total", "Layout switches by direction.", switches_);
-  by_direction("splash_layout_switch_refusals_total", "Layout switches refused (they did not fit), by direction.",
+  by_direction("splash_layout_switches_total",
+               "Layout switches by direction and reason (forced: POST /layout; scripted: --switch; faster: the "
+               "transition-aware scheduler).", switches_);
+  by_direction("splash_layout_switch_refusals_total", "Layout switches refused (they did not fit), by direction and reason.",
                refusals_);
+  if (s.forecast) {
+    p.family("splash_layout_predicted_step_seconds", "gauge",
+             "The transition-aware scheduler's predicted step time of each layout for the current batch.");
+    for (Layout l : kAllLayouts)
+      p.sample("splash_layout_predicted_step_seconds", {{"layout", std::string(layout_name(l))}},
+               s.forecast->step_s[static_cast<size_t>(l)]);
+  }
   // The engine times a switch, not a target-ready baseline: a blocking switch's time is its
   // overhead; an overlapped switch's is the whole step that carried its transfers.
   p.family("splash_layout_switch_seconds", "histogram",

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "engine/engine.h"
@@ -30,7 +31,8 @@ class ServerMetrics {
   mutable std::mutex mu_;
   int64_t requests_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
   std::map<FinishReason, int64_t> finished_;
-  std::map<std::pair<Layout, Layout>, int64_t> switches_, refusals_;
+  // By (from, to, reason): forced, scripted, faster (auto).
+  std::map<std::tuple<Layout, Layout, std::string>, int64_t> switches_, refusals_;
   Histogram ttft_, itl_, switch_seconds_;
 };
 

@@ -1,10 +1,11 @@
 #pragma once
-// Where every cached position of every live request goes in a layout switch a -> b. A rank that the
+// Where the cached positions of the live requests go in a layout switch a -> b. A rank that the
 // destination assigns a position keeps it if the source gave it that position too, and otherwise
-// receives it from the lowest rank that held it (paper eq. kv-missing). One walk serves both the
-// manifest's byte counts and each rank's transfer lists, so the two cannot disagree.
+// receives it from the lowest rank that held it (paper eq. kv-missing). A layout gives a rank all of a
+// request's positions, none, or one residue class mod T (CP), so every count here is closed-form
+// arithmetic per request and rank pair; the manifest's bytes and each rank's transfer lists both come
+// from the same rule (what rank i sends rank j), so the two cannot disagree.
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,10 +19,21 @@ struct LiveRequest {
   int64_t context = 0;  // positions in the cache
 };
 
-// Calls visit(request index, position, sender, receiver) for every (position, destination rank);
-// sender == receiver when the receiver already holds the position.
-void for_each_kv_move(Layout from, Layout to, int ranks, std::span<const LiveRequest> live,
-                      const std::function<void(size_t, int64_t, int, int)>& visit);
+// The positions of a request that a layout gives one rank: none, all, or p = residue (mod T).
+struct HeldSet {
+  enum class Kind : uint8_t { None, All, Residue };
+  Kind kind = Kind::None;
+  int residue = 0;
+  bool operator==(const HeldSet&) const = default;
+};
+HeldSet held_set(Layout l, int rank, int ranks, int owner);
+// Whether rank r holds the same positions of the request in both layouts: its pages stay in place.
+inline bool keeps_in_place(Layout from, Layout to, int ranks, int owner, int r) {
+  return held_set(from, r, ranks, owner) == held_set(to, r, ranks, owner);
+}
+
+// Positions moved over all live requests: [sender][receiver], the diagonal kept in place or copied locally.
+std::vector<std::vector<int64_t>> kv_move_counts(Layout from, Layout to, int ranks, std::span<const LiveRequest> live);
 
 // One rank's part of a switch, as local indices into the source and destination page tables.
 struct KvMoveEntry {
@@ -32,8 +44,10 @@ struct KvMoveEntry {
 struct RankKvMoves {
   std::vector<std::vector<KvMoveEntry>> send;  // [to rank]: src_index valid (dst_index on the receiver)
   std::vector<std::vector<KvMoveEntry>> recv;  // [from rank]: dst_index valid, same order as the sender's list
-  std::vector<KvMoveEntry> local;              // kept positions (a copy when the page tables differ)
+  std::vector<KvMoveEntry> local;  // kept positions copied into new pages (none for requests kept in place)
 };
+// Lists ordered by request, then position. Work is per moved position; a request this rank keeps in
+// place and sends nothing costs O(ranks).
 RankKvMoves kv_moves_for_rank(Layout from, Layout to, int ranks, int rank, std::span<const LiveRequest> live);
 
 }  // namespace splash

@@ -13,7 +13,7 @@ RankSwitch::RankSwitch(RankEnv& env, ModelWeights& weights, const SwitchSchedule
       moves_(kv_moves_for_rank(schedule.from, schedule.to, env.ranks(), env.rank(), schedule.live)),
       events_(weights.layers.size()),
       in_flight_(weights.layers.size()) {
-  if (!sched_.ranks[env.rank()].empty()) number_moves();
+  number_moves();
 }
 
 void RankSwitch::start_layer(int layer) {
@@ -41,10 +41,10 @@ void RankSwitch::switch_weights(int layer, Stream s) {
   const HeadRange to = projection_heads(sched_.to, env_.rank(), env_.ranks(), static_cast<int>(H));
   if (wp == Primitive::AllGather) {
     // The replica lives in this layer's run of pool pages: [Q-B | KV-B | O^T], full heads.
-    const RankLayerSwitch& rs = sched_.ranks[env_.rank()][layer];
-    SPLASH_CHECK(rs.replica_run >= 0, "no replica pages for layer {}", layer);
+    const int32_t replica_run = sched_.replica_runs[env_.rank()][layer];
+    SPLASH_CHECK(replica_run >= 0, "no replica pages for layer {}", layer);
     SPLASH_CHECK(dtype_size(be.weight_dtype()) == dtype_size(env_.kv_pool.dtype()), "replica dtype");
-    char* base = static_cast<char*>(env_.kv_pool.select(0, rs.replica_run).data());
+    char* base = static_cast<char*>(env_.kv_pool.select(0, replica_run).data());
     const size_t es = dtype_size(be.weight_dtype());
     auto view = [&](int64_t rows, int64_t cols) {
       Tensor t(base, be.weight_dtype(), {rows, cols}, env_.kv_pool.device(), env_.kv_pool.owner());
@@ -77,15 +77,31 @@ void RankSwitch::switch_weights(int layer, Stream s) {
   a.heads = to;
 }
 
-// Numbers every move once along the concatenation of the live requests' page tables (their lengths
-// are the same in every layer), so each layer only maps these numbers through its own pages.
+// Numbers every move once along the concatenation of the page tables it reads (requests this rank sends
+// or copies from) and writes (receives or copies into), whose lengths are the same in every layer, so each
+// layer only maps these numbers through its own pages. Requests kept in place that send nothing are in
+// neither: nothing per page happens for them.
 void RankSwitch::number_moves() {
   const int T = env_.ranks();
-  const RankLayerSwitch& rs0 = sched_.ranks[env_.rank()][0];
-  std::vector<int32_t> src_base(rs0.src.size()), dst_base(rs0.dst.size());
-  for (size_t r = 1; r < src_base.size(); ++r) {
-    src_base[r] = src_base[r - 1] + static_cast<int32_t>(rs0.src[r - 1].size() * page_size_);
-    dst_base[r] = dst_base[r - 1] + static_cast<int32_t>(rs0.dst[r - 1].size() * page_size_);
+  const std::vector<RequestSwitch>& reqs = sched_.requests[env_.rank()];
+  std::vector<char> reads(reqs.size(), 0), writes(reqs.size(), 0);
+  for (int j = 0; j < T; ++j) {
+    for (const KvMoveEntry& e : moves_.send[j]) reads[e.request] = 1;
+    for (const KvMoveEntry& e : moves_.recv[j]) writes[e.request] = 1;
+  }
+  for (const KvMoveEntry& e : moves_.local) reads[e.request] = writes[e.request] = 1;
+  std::vector<int32_t> src_base(reqs.size()), dst_base(reqs.size());
+  int32_t src_end = 0, dst_end = 0;
+  auto add = [&](const std::shared_ptr<const SeqPages>& t, std::vector<const SeqPages*>& tables, int32_t& end) {
+    SPLASH_CHECK(t, "a request this rank moves has no page table");
+    tables.push_back(t.get());
+    const int32_t base = end;
+    end += static_cast<int32_t>(t->layers[0].size()) * page_size_;
+    return base;
+  };
+  for (size_t q = 0; q < reqs.size(); ++q) {
+    if (reads[q]) src_base[q] = add(reqs[q].src, src_reqs_, src_end);
+    if (writes[q]) dst_base[q] = add(reqs[q].dst, dst_reqs_, dst_end);
   }
   std::vector<int32_t> send, recv, local_src, local_dst;
   send_counts_.assign(static_cast<size_t>(T), 0);
@@ -97,11 +113,10 @@ void RankSwitch::number_moves() {
     send_counts_[j] = static_cast<int64_t>(moves_.send[j].size()) * W;
     recv_counts_[j] = static_cast<int64_t>(moves_.recv[j].size()) * W;
   }
-  for (const KvMoveEntry& e : moves_.local)
-    if (!rs0.in_place[e.request]) {
-      local_src.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
-      local_dst.push_back(dst_base[e.request] + static_cast<int32_t>(e.dst_index));
-    }
+  for (const KvMoveEntry& e : moves_.local) {
+    local_src.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
+    local_dst.push_back(dst_base[e.request] + static_cast<int32_t>(e.dst_index));
+  }
   Backend& be = env_.be;
   send_v_ = upload_i32(be, send);
   recv_v_ = upload_i32(be, recv);
@@ -112,22 +127,20 @@ void RankSwitch::number_moves() {
 void RankSwitch::move_kv(int layer, Stream s) {
   Backend& be = env_.be;
   const int64_t W = env_.cfg.latent_dim();
-  const RankLayerSwitch& rs = sched_.ranks[env_.rank()][layer];
-  SPLASH_CHECK(rs.in_place == sched_.ranks[env_.rank()][0].in_place, "layer {} keeps other requests in place", layer);
   const Primitive kp = kv_primitive(sched_.from, sched_.to, env_.ranks());
   const bool exchange = kp == Primitive::AllGather || kp == Primitive::AllToAll;  // the same on every rank
   const int64_t n_local = local_src_v_.numel(), n_send = send_v_.numel(), n_recv = recv_v_.numel();
   if (n_local == 0 && !exchange) return;
-  auto flat = [](const std::vector<std::vector<int32_t>>& tables) {
+  auto flat = [layer](const std::vector<const SeqPages*>& tables) {
     std::vector<int32_t> f;
-    for (const auto& t : tables) f.insert(f.end(), t.begin(), t.end());
+    for (const SeqPages* t : tables) f.insert(f.end(), t->layers[layer].begin(), t->layers[layer].end());
     return f;
   };
   // Buffers and page lists come from the compute stream's arena; everything after the wait below runs on
   // the transfer stream, beside the computation of the previous layer. They stay alive (in_flight_)
   // until the compute stream has waited for this layer, so their stream-ordered frees come after.
   const DType dt = env_.kv_pool.dtype();
-  Tensor src_pages = upload_i32(be, flat(rs.src)), dst_pages = upload_i32(be, flat(rs.dst));
+  Tensor src_pages = upload_i32(be, flat(src_reqs_)), dst_pages = upload_i32(be, flat(dst_reqs_));
   Tensor local_src = be.empty(DType::I32, {n_local}), local_dst = be.empty(DType::I32, {n_local});
   Tensor send_slots = be.empty(DType::I32, {n_send}), recv_slots = be.empty(DType::I32, {n_recv});
   Tensor tmp = be.empty(dt, {n_local, W}), send = be.empty(dt, {n_send, W}), recv = be.empty(dt, {n_recv, W});

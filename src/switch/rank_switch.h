@@ -32,6 +32,8 @@ class RankSwitch : public LayerTransfers {
   const SwitchSchedule& sched_;
   int page_size_;
   RankKvMoves moves_;
+  // The tables this rank's moves read and write, in the order number_moves concatenates them.
+  std::vector<const SeqPages*> src_reqs_, dst_reqs_;
   // This rank's moves numbered along the concatenated page tables (see number_moves), on the device.
   Tensor send_v_, recv_v_, local_src_v_, local_dst_v_;
   std::vector<int64_t> send_counts_, recv_counts_;

@@ -82,18 +82,19 @@ SwitchManifest make_switch_manifest(const ModelConfig& c, Layout from, Layout to
   layer.kv.primitive = kv_primitive(from, to, T);
   layer.kv.ranks.resize(static_cast<size_t>(T));
   const int64_t token_bytes = c.latent_dim() * kb;
-  for (const LiveRequest& q : live)
-    for (int r = 0; r < T; ++r)
-      layer.kv.ranks[r].freed += (held_tokens(from, r, T, q.owner, q.context)) * token_bytes;
-  for_each_kv_move(from, to, T, live, [&](size_t, int64_t, int sender, int receiver) {
-    if (sender == receiver) {
-      layer.kv.ranks[receiver].keep += token_bytes;
-      layer.kv.ranks[receiver].freed -= token_bytes;
-    } else {
-      layer.kv.ranks[receiver].recv += token_bytes;
-      layer.kv.ranks[sender].send += token_bytes;
-    }
-  });
+  const std::vector<std::vector<int64_t>> moved = kv_move_counts(from, to, T, live);
+  for (int j = 0; j < T; ++j) {
+    RankBytes& rb = layer.kv.ranks[j];
+    for (const LiveRequest& q : live) rb.freed += held_tokens(from, j, T, q.owner, q.context) * token_bytes;
+    rb.keep = moved[j][j] * token_bytes;
+    rb.freed -= rb.keep;
+    for (int i = 0; i < T; ++i)
+      if (i != j) {
+        rb.recv += moved[i][j] * token_bytes;
+        layer.kv.ranks[i].send += moved[i][j] * token_bytes;
+      }
+  }
+  m.layers.reserve(static_cast<size_t>(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     layer.layer = l;
     m.layers.push_back(layer);

@@ -4,35 +4,43 @@
 // the source's, so at most one layer's new state exists beside the old. If any allocation fails the
 // switch is refused and nothing changes. Pages freed by the switch stay held until the switch step
 // ends, because the step may still read them.
+//
+// Host cost: a count-only pass decides first whether the switch fits (and why not), so refusing
+// changes nothing; only then are pages taken. A request whose positions a rank keeps (DP <-> DOP,
+// the owner in TP -> DP or DOP) keeps its tables: nothing per page happens for it. Freed tables are
+// recorded whole (switch/freed_pages.h), so planning costs O(requests x ranks x layers) plus the pages
+// it allocates; the pages it frees are returned after the step (release_switch_pages), in bulk.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "switch/freed_pages.h"
 #include "switch/switch_manifest.h"
 
 namespace splash {
 
-struct RankLayerSwitch {
-  std::vector<std::vector<int32_t>> src;  // [live request] source pages of this layer on this rank
-  std::vector<std::vector<int32_t>> dst;  // [live request] destination pages
-  std::vector<bool> in_place;             // dst == src: the positions stay where they are
-  int32_t replica_run = -1;               // destination replica (weights gathered into the pool)
-  int32_t old_replica_run = -1;           // source replica (weights discarded to a shard)
+// One live request on one rank.
+struct RequestSwitch {
+  std::shared_ptr<const SeqPages> src;  // its tables before the switch (null: none)
+  std::shared_ptr<const SeqPages> dst;  // after (null: none); the same tables when in place
+  bool in_place = true;                 // the rank holds the same positions in both layouts, or none in either
 };
 
 struct SwitchSchedule {
   Layout from = Layout::TP, to = Layout::TP;
   std::vector<LiveRequest> live;
-  std::vector<std::vector<RankLayerSwitch>> ranks;  // [rank][layer]
-  std::vector<std::vector<int32_t>> held;           // [rank] freed pages held until the step ends
-  int64_t peak_pages_used = 0;                      // the most pages any rank used at any point
+  std::vector<std::vector<RequestSwitch>> requests;  // [rank][live request]
+  std::vector<std::vector<int32_t>> replica_runs;    // [rank][layer] first page of the gathered replica, -1: none
+  std::vector<FreedPages> held;                      // [rank] freed pages held until the step ends
+  int64_t peak_pages_used = 0;                       // the most pages any rank used at any point
 };
 
 // Plans the page moves; on failure returns the reason and leaves `kv` as it was.
 std::optional<std::string> schedule_switch(KvCacheManager& kv, Layout from, Layout to, std::vector<LiveRequest> live,
                                            SwitchSchedule& out);
-// After the switch step: returns the held pages to the pools.
+// After the switch step: returns the held pages to the pools (O(pages freed), whole lists and runs).
 void release_switch_pages(KvCacheManager& kv, SwitchSchedule& s);
 
 }  // namespace splash

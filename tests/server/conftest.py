@@ -33,12 +33,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, model_dir, *extra, api_key=None, name="server", kv_pages=KV_PAGES):
+    def __init__(self, model_dir, *extra, api_key=None, name="server", kv_pages=KV_PAGES, layout="dop"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix=f"splash_{name}_", suffix=".log", delete=False)
-        args = [str(BINARY), "serve", "--model", str(model_dir), "--ranks", "2", "--attn-layout", "dop",
+        args = [str(BINARY), "serve", "--model", str(model_dir), "--ranks", "2", "--attn-layout", layout,
                 "--host", "127.0.0.1", "--port", str(self.port), "--kv-pages", str(kv_pages), *extra]
         if api_key:
             args += ["--api-key", api_key]

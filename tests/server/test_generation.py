@@ -149,8 +149,8 @@ def test_models_and_layout(ids_server):
                  'splash_kv_pages_free{rank="0"}', "splash_prompt_tokens_total", "splash_generation_tokens_total",
                  "splash_time_to_first_token_seconds_bucket", "splash_inter_token_latency_seconds_count",
                  "splash_num_preemptions_total", 'splash_attention_layout{layout="dop"} 1',
-                 'splash_layout_switches_total{from="tp",to="dop"} 0', "splash_layout_switch_seconds_sum",
-                 'splash_layout_switch_refusals_total{from="dop",to="cp"} 0'):
+                 'splash_layout_switches_total{from="tp",to="dop",reason="forced"} 0', "splash_layout_switch_seconds_sum",
+                 'splash_layout_switch_refusals_total{from="dop",to="cp",reason="forced"} 0'):
         assert name in metrics, name
 
 

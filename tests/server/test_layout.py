@@ -1,6 +1,7 @@
 """POST /layout: switches forced while requests run change no greedy output and show in /layout and
 /metrics; a switch that does not fit is refused (409) and serving goes on; bad bodies are 400,
-"auto" is 501 (no transition-aware scheduler yet)."""
+"auto" hands the layout back to the transition-aware scheduler of a server started with
+--attn-layout auto (409 on one started with a fixed layout), and a forced layout pins it until then."""
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -95,7 +96,7 @@ def test_forced_switches_under_load_keep_greedy_outputs(roomy, reference):
     assert all("refused" not in h and h["seconds"] > 0 for h in history), history
     m = roomy.metrics()
     for h in history:
-        assert m[f'splash_layout_switches_total{{from="{h["from"]}",to="{h["to"]}"}}'] == 1
+        assert m[f'splash_layout_switches_total{{from="{h["from"]}",to="{h["to"]}",reason="forced"}}'] == 1
     assert sum(v for k, v in m.items() if k.startswith("splash_layout_switches_total")) == 4
     assert sum(v for k, v in m.items() if k.startswith("splash_layout_switch_refusals_total")) == 0
     assert m['splash_attention_layout{layout="tp"}'] == 1
@@ -119,11 +120,47 @@ def test_bad_bodies(roomy, body):
     assert err["type"] == "invalid_request_error" and err["message"]
 
 
-def test_auto_is_not_implemented(roomy):
+def test_auto_needs_a_scheduler(roomy):
     r = roomy.post("/layout", {"layout": "auto"})
-    assert r.status_code == 501, r.text
+    assert r.status_code == 409, r.text
     err = r.json()["error"]
-    assert err["code"] == "not_implemented" and "not implemented" in err["message"], err
+    assert err["type"] == "no_scheduler" and "--attn-layout auto" in err["message"], err
+    assert roomy.get("/layout").json()["policy"]["name"] == "fixed"
+
+
+def test_auto_server_follows_the_scheduler_and_forced_layouts_pin(reference):
+    # Started in auto (a quick calibration at start-up picks the cost model's rates).
+    s = Server(MODEL, "--page-size", str(PAGE_SIZE), name="layout_auto", kv_pages=ROOMY_PAGES, layout="auto")
+    try:
+        outputs = [generate(s, ids)["output_ids"] for ids, _ in reference]
+        assert outputs == [greedy for _, greedy in reference]
+        state = s.get("/layout").json()
+        policy = state["policy"]
+        assert policy["name"] == "auto" and not policy["pinned"], policy
+        forecast = policy["forecast"]
+        assert set(forecast["layouts"]) == {"tp", "dp", "cp", "dop"}
+        assert all(v["predicted_step_ms"] > 0 for v in forecast["layouts"].values()), forecast
+        assert forecast["decision"], forecast
+        assert all(h["reason"] == "faster" for h in state["switches"]), state["switches"]
+        m = s.metrics()
+        assert all(m[f'splash_layout_predicted_step_seconds{{layout="{l}"}}'] > 0 for l in ("tp", "dp", "cp", "dop"))
+
+        target = "cp" if state["layout"] != "cp" else "tp"
+        r = s.post("/layout", {"layout": target})
+        assert r.status_code == 200, r.text
+        wait_until(lambda: s.get("/layout").json()["layout"] == target, "the forced layout")
+        assert s.get("/layout").json()["policy"]["pinned"]
+        assert [generate(s, ids)["output_ids"] for ids, _ in reference] == outputs
+        state = s.get("/layout").json()
+        assert state["layout"] == target and state["switches"][-1]["reason"] == "forced"
+
+        r = s.post("/layout", {"layout": "auto"})
+        assert r.status_code == 200, r.text
+        assert r.json()["policy"] == "auto"
+        assert not s.get("/layout").json()["policy"]["pinned"]
+        assert [generate(s, ids)["output_ids"] for ids, _ in reference] == outputs
+    finally:
+        assert s.stop() == 0, s.log_tail()
 
 
 def test_api_key(roomy):
@@ -147,8 +184,8 @@ def test_refused_switch_keeps_serving(small, reference):
     layout = small.get("/layout").json()
     assert layout["layout"] == "dop"
     assert layout["switches"] == [{"step": layout["switches"][0]["step"], "from": "dop", "to": "dp",
-                                   "refused": err["message"]}]
+                                   "reason": "forced", "refused": err["message"]}]
     m = small.metrics()
-    assert m['splash_layout_switch_refusals_total{from="dop",to="dp"}'] == 1
+    assert m['splash_layout_switch_refusals_total{from="dop",to="dp",reason="forced"}'] == 1
     assert sum(v for k, v in m.items() if k.startswith("splash_layout_switches_total")) == 0
     assert generate(small, reference[0][0])["output_ids"] == reference[0][1]

@@ -34,12 +34,16 @@ TEST(LayoutPolicy, ScriptedFollowsTheScheduleAtItsSteps) {
   EXPECT_EQ(p.decide(f.at(5, Layout::DOP)), Layout::TP);
 }
 
-TEST(LayoutPolicy, ARequestTakesPrecedenceOnce) {
+TEST(LayoutPolicy, ARequestTakesPrecedenceAndPinsUntilReleased) {
   PolicyFixture f;
   RequestableLayoutPolicy p(std::make_unique<ScriptedLayoutPolicy>(std::vector<std::pair<int64_t, Layout>>{{1, Layout::DP}}));
   p.request(Layout::CP);
   EXPECT_EQ(p.decide(f.at(1, Layout::TP)), Layout::CP);
+  EXPECT_EQ(p.reason(), "forced");
+  EXPECT_FALSE(p.decide(f.at(1, Layout::CP)).has_value());  // pinned: the inner policy is not asked
+  p.release();
   EXPECT_EQ(p.decide(f.at(1, Layout::CP)), Layout::DP);  // then the inner policy again
+  EXPECT_EQ(p.reason(), "scripted");
   EXPECT_FALSE(p.decide(f.at(2, Layout::DP)).has_value());
 }
 

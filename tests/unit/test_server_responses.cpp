@@ -197,22 +197,28 @@ TEST(ServerMetrics, RendersEngineStateAndCounters) {
   sw.from = Layout::DOP;
   sw.to = Layout::TP;
   sw.seconds = 0.01;
+  sw.reason = "faster";
   m.record_switch(sw);
+  sw.reason = "forced";
   sw.refused = "no room";
   m.record_switch(sw);
   EngineSnapshot s;
   s.layout = Layout::TP;
   s.running = 2;
   s.ranks = {{10, 4, 6, {}}, {10, 1, 9, {}}};
+  s.forecast = LayoutForecast{};
+  s.forecast->step_s = {0.004, 0.003, 0.005, 0.002};
   const std::string t = m.render(s);
   for (const char* line : {"splash_num_requests_running 2\n", "splash_kv_pages_used{rank=\"1\"} 1\n",
                            "splash_kv_pages_free{rank=\"0\"} 6\n", "splash_prompt_tokens_total 5\n",
                            "splash_generation_tokens_total 3\n", "splash_requests_finished_total{reason=\"abort\"} 1\n",
                            "splash_attention_layout{layout=\"tp\"} 1\n", "splash_attention_layout{layout=\"dop\"} 0\n",
-                           "splash_layout_switches_total{from=\"dop\",to=\"tp\"} 1\n",
-                           "splash_layout_switches_total{from=\"tp\",to=\"dp\"} 0\n",
+                           "splash_layout_switches_total{from=\"dop\",to=\"tp\",reason=\"faster\"} 1\n",
+                           "splash_layout_switches_total{from=\"dop\",to=\"tp\",reason=\"forced\"} 0\n",
+                           "splash_layout_switches_total{from=\"tp\",to=\"dp\",reason=\"faster\"} 0\n",
                            "splash_time_to_first_token_seconds_count 1\n", "splash_layout_switch_seconds_count 1\n",
-                           "splash_layout_switch_refusals_total{from=\"dop\",to=\"tp\"} 1\n"})
+                           "splash_layout_switch_refusals_total{from=\"dop\",to=\"tp\",reason=\"forced\"} 1\n",
+                           "splash_layout_predicted_step_seconds{layout=\"dop\"} 0.002\n"})
     EXPECT_NE(t.find(line), std::string::npos) << line;
 }
 

@@ -1,0 +1,154 @@
+// splash bench trace: a request trace replayed through the real engine once per run (one engine each,
+// fixed layouts and auto). Requests join when the engine's clock passes their arrival; when the engine
+// is idle the replay sleeps until the next arrival, so every run sees the same arrivals in time.
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "bench/benchmarks.h"
+#include "core/error.h"
+#include "core/sample_stats.h"
+#include "engine/engine.h"
+
+namespace splash {
+namespace {
+
+struct RunResult {
+  std::string label, final_layout;
+  double total_s = 0, output_tok_s = 0, ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, busy_s = 0;
+  int64_t switches = 0, steps = 0, preemptions = 0, output_tokens = 0;
+  bool outputs_match = true;
+  std::vector<std::vector<int32_t>> outputs;  // per trace request
+};
+
+// Trace indices in arrival order (a file need not be sorted).
+std::vector<size_t> arrival_order(const std::vector<TraceRequest>& trace) {
+  std::vector<size_t> order(trace.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return trace[a].arrival_s < trace[b].arrival_s; });
+  return order;
+}
+
+int64_t add_request(Engine& engine, const TraceRequest& r, size_t index, const std::string& label) {
+  if (r.max_tokens > INT_MAX) fail("trace request {}: max_tokens {} is too large", index, r.max_tokens);
+  SamplingParams params;
+  params.temperature = 0;
+  params.ignore_eos = true;
+  params.max_tokens = static_cast<int>(r.max_tokens);
+  const int64_t id = engine.add(r.input_ids, params);
+  if (const Request& q = engine.request(id); q.finish == FinishReason::Error)
+    fail("{}: trace request {} ({} prompt tokens + {} to generate) cannot run: {}", label, index, r.input_ids.size(),
+         r.max_tokens, q.error);
+  return id;
+}
+
+// Replays the trace through `engine` and measures it; times are on the engine's clock from the replay's start.
+RunResult replay(Engine& engine, const std::vector<TraceRequest>& trace, const std::string& label) {
+  const std::vector<size_t> order = arrival_order(trace);
+  std::vector<int64_t> ids(trace.size());
+  const double start = engine.now();
+  for (size_t next = 0; next < order.size() || engine.has_work();) {
+    const double t = engine.now() - start;
+    for (; next < order.size() && trace[order[next]].arrival_s <= t; ++next)
+      ids[order[next]] = add_request(engine, trace[order[next]], order[next], label);
+    if (engine.has_work()) engine.step();
+    else if (next < order.size())
+      std::this_thread::sleep_for(std::chrono::duration<double>(trace[order[next]].arrival_s - t));
+  }
+
+  RunResult res;
+  res.label = label;
+  std::vector<double> ttft, tpot;
+  double last_finish = start;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const Request& r = engine.request(ids[i]);
+    if (r.finish == FinishReason::Error) fail_internal("{}: trace request {} failed: {}", label, i, r.error);
+    const double arrival = start + trace[i].arrival_s;
+    const auto n_out = static_cast<int64_t>(r.output.size());
+    ttft.push_back(r.first_token - arrival);
+    if (n_out > 1) tpot.push_back((r.finished_at - r.first_token) / static_cast<double>(n_out - 1));
+    last_finish = std::max(last_finish, r.finished_at);
+    res.output_tokens += n_out;
+    res.outputs.push_back(r.output);
+    engine.release(ids[i]);
+  }
+  res.total_s = last_finish - (start + trace[order.front()].arrival_s);
+  res.output_tok_s = res.total_s > 0 ? static_cast<double>(res.output_tokens) / res.total_s : 0;
+  res.ttft_p50_ms = 1e3 * quantile(ttft, 0.5);
+  res.ttft_p99_ms = 1e3 * quantile(ttft, 0.99);
+  res.tpot_p50_ms = 1e3 * quantile(tpot, 0.5);
+  for (const SwitchRecord& s : engine.switches()) res.switches += s.refused.empty() ? 1 : 0;
+  res.steps = engine.stats().steps;
+  res.preemptions = engine.stats().preemptions;
+  res.busy_s = engine.stats().busy_seconds;
+  res.final_layout = std::string(layout_name(engine.layout()));
+  return res;
+}
+
+void write_csv(const std::string& path, const std::string& trace_name, size_t requests, const std::vector<RunResult>& runs) {
+  std::ofstream out(path);
+  if (!out) fail("cannot write --csv '{}'", path);
+  out << "layout,total_s,output_tok_s,ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,switches,outputs_match,"
+         "trace,requests,output_tokens,steps,preemptions,busy_s,final_layout\n";
+  for (const RunResult& r : runs)
+    out << fmt::format("{},{:.4f},{:.2f},{:.3f},{:.3f},{:.3f},{},{},{},{},{},{},{},{:.4f},{}\n", r.label, r.total_s,
+                       r.output_tok_s, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms, r.switches, r.outputs_match ? 1 : 0,
+                       trace_name, requests, r.output_tokens, r.steps, r.preemptions, r.busy_s, r.final_layout);
+  if (!out.flush()) fail("cannot write --csv '{}'", path);
+}
+
+void print_table(const std::vector<RunResult>& runs) {
+  fmt::print("{:<6} {:>9} {:>13} {:>12} {:>12} {:>12} {:>9} {:>14} {:>7} {:>12}\n", "layout", "total_s", "output_tok/s",
+             "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "switches", "outputs_match", "steps", "final_layout");
+  for (const RunResult& r : runs)
+    fmt::print("{:<6} {:>9.3f} {:>13.1f} {:>12.1f} {:>12.1f} {:>12.2f} {:>9} {:>14} {:>7} {:>12}\n", r.label, r.total_s,
+               r.output_tok_s, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms, r.switches, r.outputs_match ? 1 : 0, r.steps,
+               r.final_layout);
+}
+
+// "auto vs best fixed (X): 1.23x total time": the best fixed run's total time over auto's (above 1: auto is faster).
+void print_auto_comparison(const std::vector<RunResult>& runs) {
+  const RunResult *automatic = nullptr, *best = nullptr;
+  for (const RunResult& r : runs) {
+    if (r.label == "auto") automatic = automatic ? automatic : &r;
+    else if (!best || r.total_s < best->total_s) best = &r;
+  }
+  if (!automatic || !best || automatic->total_s <= 0) return;
+  fmt::print("auto vs best fixed ({}): {:.2f}x total time (auto {:.3f} s, {} {:.3f} s)\n", best->label,
+             best->total_s / automatic->total_s, automatic->total_s, best->label, best->total_s);
+}
+
+}  // namespace
+
+int run_trace_bench(const TraceBenchOptions& f) {
+  if (f.runs.empty()) fail("--layouts names no layout");
+  const std::vector<TraceRequest>& trace = f.trace;
+  std::vector<RunResult> results;
+  for (const TraceBenchRun& run : f.runs) {
+    ModelSource src = open_model(run.engine.model, run.engine.load_format, run.engine.seed);
+    if (results.empty()) {
+      int64_t tokens = 0;
+      for (const TraceRequest& r : trace) tokens += r.max_tokens;
+      fmt::print("trace {}: {} requests, {} output tokens | model {} | backend {} | T={}\n", f.trace_name,
+                 trace.size(), tokens, src.name, run.engine.options.group.backend, run.engine.options.group.ranks);
+    }
+    Engine engine(std::move(src), run.engine.options);
+    spdlog::info("replaying trace {} with layout {}", f.trace_name, run.label);
+    results.push_back(replay(engine, trace, run.label));
+    results.back().outputs_match = results.back().outputs == results.front().outputs;
+  }
+  print_table(results);
+  print_auto_comparison(results);
+  if (!f.csv.empty()) write_csv(f.csv, f.trace_name, trace.size(), results);
+  return 0;
+}
+
+}  // namespace splash

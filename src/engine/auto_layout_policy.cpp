@@ -1,0 +1,151 @@
+#include "engine/auto_layout_policy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cost/feasible_set.h"
+#include "cost/switch_cost.h"
+#include "layout/memory_plan.h"
+
+namespace splash {
+namespace {
+
+size_t index_of(Layout l) { return static_cast<size_t>(l); }
+
+// Steps the running batch keeps its shape: half its requests have finished by the median remaining
+// budget (prefill chunks still to run plus tokens still to generate).
+int64_t horizon_steps(const Scheduler& s, int64_t cap) {
+  std::vector<int64_t> left;
+  const int64_t chunk = s.options().prefill_chunk;
+  for (const Request* r : s.running_requests()) {
+    const int64_t prefill = std::max<int64_t>(0, static_cast<int64_t>(r->prompt.size()) - r->computed);
+    const int64_t decode = r->params.max_tokens - static_cast<int64_t>(r->output.size());
+    left.push_back((prefill + chunk - 1) / chunk + std::max<int64_t>(decode, 0));
+  }
+  if (left.empty()) return 1;
+  std::nth_element(left.begin(), left.begin() + static_cast<ptrdiff_t>(left.size() / 2), left.end());
+  return std::clamp<int64_t>(left[left.size() / 2], 1, cap);
+}
+
+std::string ms(double s) { return fmt::format("{:.1f}", s * 1e3); }
+
+}  // namespace
+
+std::vector<SeqLoad> next_step_shape(const Scheduler& s) {
+  const SchedulerOptions& o = s.options();
+  const int T = s.kv().ranks();
+  std::vector<SeqLoad> batch;
+  std::vector<int64_t> load(static_cast<size_t>(T), 0);
+  int64_t budget = o.max_batched_tokens;
+  auto take = [&](const Request& r, int owner) {
+    int64_t n = std::min(r.length() - r.computed, budget);
+    if (n > 1) n = std::min(n, o.prefill_chunk);
+    if (n <= 0) return;
+    batch.push_back({r.computed + n, n, owner});
+    budget -= n;
+  };
+  for (const Request* r : s.running_requests()) {
+    load[static_cast<size_t>(std::max(r->owner, 0))] += r->projected_tokens();
+    if (budget > 0) take(*r, r->owner);
+  }
+  size_t running = s.running_requests().size();
+  for (const Request* r : s.waiting_requests()) {
+    if (budget <= 0 || static_cast<int>(running) >= o.max_running) break;
+    const int owner = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<size_t>(owner)] += r->projected_tokens();
+    take(*r, owner);
+    ++running;
+  }
+  return batch;
+}
+
+AutoLayoutPolicy::AutoLayoutPolicy(CostProfile profile, const ModelConfig& cfg, int ranks, AutoPolicyOptions opt)
+    : profile_(std::move(profile)), cfg_(cfg), ranks_(ranks), opt_(opt) {}
+
+void AutoLayoutPolicy::on_result(Layout to, const std::optional<std::string>& refused, int64_t step) {
+  if (refused) refused_until_[index_of(to)] = step + opt_.refused_backoff;
+  else last_switch_step_ = step;
+}
+
+std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LayoutForecast f;
+  f.step = ctx.step;
+  f.current = ctx.current;
+  const Scheduler& s = ctx.scheduler;
+  const std::vector<SeqLoad> batch = next_step_shape(s);
+  std::vector<FitRequest> fit;
+  std::vector<LiveRequest> live;
+  for (const Request* r : s.running_requests()) {
+    live.push_back({r->id, r->owner, r->computed});
+    fit.push_back({live.back(), r->projected_tokens()});
+  }
+  for (Layout l : kAllLayouts) {
+    const size_t i = index_of(l);
+    f.step_s[i] = predict_step(cfg_, l, ranks_, batch, profile_).total_s;
+    if (std::string e = layout_split_error(cfg_, l, ranks_); !e.empty()) f.infeasible[i] = e;
+    else if (l != ctx.current) {
+      if (auto why = layout_fit_error(s.kv(), ctx.current, l, fit)) f.infeasible[i] = *why;
+      else if (ctx.step < refused_until_[i]) f.infeasible[i] = "refused recently";
+    }
+    if (f.infeasible[i].empty() && (!f.best || f.step_s[i] < f.step_s[index_of(*f.best)])) f.best = l;
+  }
+  // Among the layouts that lead the current one by the margin, the one whose gain over the horizon
+  // exceeds its exposed switch cost by the most (the fastest one may not pay for its transfers).
+  std::optional<Layout> to;
+  const double cur = f.step_s[index_of(ctx.current)];
+  if (ranks_ < 2 || batch.empty()) {
+    f.decision = "stay: nothing to choose";
+  } else if (!f.best || *f.best == ctx.current) {
+    f.decision = fmt::format("stay: {} is the fastest feasible ({} ms/step predicted)", layout_name(ctx.current), ms(cur));
+  } else {
+    f.horizon_steps = horizon_steps(s, opt_.max_horizon);
+    const double H = static_cast<double>(f.horizon_steps);
+    std::string why;  // why the fastest is not taken
+    double best_net = 0;
+    for (Layout l : kAllLayouts) {
+      const size_t i = index_of(l);
+      if (l == ctx.current || !f.infeasible[i].empty()) continue;
+      const double t = f.step_s[i];
+      const std::string line = fmt::format("layout {} -> {}: {} -> {} ms/step predicted", layout_name(ctx.current),
+                                           layout_name(l), ms(cur), ms(t));
+      if (t > cur * (1 - opt_.margin)) {
+        if (l == *f.best) why = line + fmt::format(" (inside the {:.0f}% margin)", opt_.margin * 100);
+        continue;
+      }
+      const StepTime dest = predict_step(cfg_, l, ranks_, batch, profile_);
+      const SwitchCost sw = predict_switch(cfg_, ctx.current, l, ranks_, live, profile_.weight_elem_bytes,
+                                           profile_.kv_elem_bytes, dest.per_layer_s(), profile_);
+      const double net = (cur - t) * H - sw.exposed_s;
+      const std::string full = line + fmt::format(", switch {} ms exposed, horizon {} steps", ms(sw.exposed_s), f.horizon_steps);
+      if (net <= 0) {
+        if (l == *f.best) why = full + " (the gain over the horizon does not pay for the switch)";
+        continue;
+      }
+      if (!to || net > best_net) {
+        to = l;
+        best_net = net;
+        f.switch_exposed_s = sw.exposed_s;
+        f.decision = full;
+      }
+    }
+    if (to && ctx.step - last_switch_step_ < opt_.min_dwell) {
+      f.decision = "stay: " + f.decision + " (switched too recently)";
+      to.reset();
+    } else if (!to) {
+      f.decision = "stay: " + why;
+    }
+  }
+  const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (to) {
+    spdlog::info("{} (decided in {:.3f} ms)", f.decision, host_s * 1e3);
+    if (listener_) listener_({ctx.current, *to, "faster", f.decision});
+  }
+  forecast_ = std::move(f);
+  return to;
+}
+
+}  // namespace splash
