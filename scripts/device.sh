@@ -6,7 +6,7 @@
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
 # SPLASH_STAGES picks what runs (default: all, in this order): build tests checks multinode ops attention
-# calibrate e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention calibrate e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention calibrate scheduler e2e switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -186,6 +186,24 @@ if want calibrate; then  # the scheduler's cost profile of one GPU (issue 15), n
   rc=$?
   cat "$LOG/calibrate.log"
   row "calibrate 1 GPU ($PROFILE)" "rc=$rc ($((SECONDS - t0)) s)"
+fi
+if want scheduler; then  # issue 15: a DeepSeek-V3 profile for the simulator, and the simulator against a measured trace on this GPU
+  t0=$SECONDS
+  GPU_TAG=$(head -1 "$LOG/gpu.txt" | tr 'A-Z' 'a-z' | grep -oE '\b[a-z][0-9]{2,4}\b' | head -1)
+  timeout 120 ./$BUILD/splash calibrate --backend cuda --ranks 1 --model builtin:deepseek-v3 \
+    --output "$LOG/profile-${GPU_TAG:-gpu}-deepseek-v3.json" > "$LOG/calibrate_v3.log" 2>&1
+  row "calibrate deepseek-v3 (calibrate_v3.log)" "rc=$? ($((SECONDS - t0)) s)"
+  t0=$SECONDS
+  TR=(--trace rollout-drain --trace-size ${SPLASH_TRACE_SIZE:-32} --trace-context 4096 --time-scale 0.005)
+  timeout 240 ./$BUILD/splash bench trace --backend cuda --ranks 1 --model builtin:deepseek-v2-lite --layouts tp \
+    "${TR[@]}" --csv "$LOG/trace_v2lite.csv" > "$LOG/trace_v2lite.log" 2>&1
+  row "bench trace v2-lite T=1 (trace_v2lite.log)" "rc=$? ($((SECONDS - t0)) s)"
+  grep -v '^\[' "$LOG/trace_v2lite.log" | tail -6
+  MEM=$(awk -F', ' '{print int($3 / 1024) "G"}' "$LOG/gpu.txt" | head -1)
+  timeout 60 ./$BUILD/splash simulate --profile "$LOG/$PROFILE" --model builtin:deepseek-v2-lite --ranks 1 --backend cuda \
+    --mem-per-rank "$MEM" --layouts tp "${TR[@]}" --compare "$LOG/trace_v2lite.csv" > "$LOG/simulate_v2lite.log" 2>&1
+  row "simulate v2-lite vs measured (simulate_v2lite.log)" "rc=$?"
+  grep -v '^\[' "$LOG/simulate_v2lite.log" | tail -4
 fi
 bench() {  # name, timeout, splash bench args...
   local name=$1 limit=$2; shift 2

@@ -18,7 +18,8 @@ void measure_rank0(Backend& be, const ProbeSetup& base, CostProfile& p) {
   ProbeSetup s = base;
   s.op_overhead_s = p.op_overhead_s = measure_op_overhead(be, s.plan);
   p.gemm_flops = measure_gemm_flops(be, s);
-  p.weight_read_bps = measure_weight_read(be, s);
+  p.weight_read = measure_weight_read(be, s);
+  p.async_ops = be.device() == Device::CUDA;  // ops are queued on streams; the CPU backend runs each in the call
   p.kv_read_bps = measure_kv_read(be, s);
   p.absorbed_flops = measure_absorbed_flops(be, s);
   p.expanded_flops = measure_expanded_flops(be, s);

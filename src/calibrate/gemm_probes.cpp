@@ -1,5 +1,6 @@
 #include "calibrate/gemm_probes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -39,31 +40,45 @@ double measure_op_overhead(Backend& be, const ProbePlan& plan) {
 }
 
 Curve measure_gemm_flops(Backend& be, const ProbeSetup& s) {
+  // One weight of a quarter of the streaming probe's size (at least the largest projection): the rate
+  // at M rows without the small-weight penalty, which the weight-read curve prices by size.
+  const int64_t k = s.cfg.hidden_size, elem = static_cast<int64_t>(dtype_size(be.weight_dtype()));
+  int64_t n = s.plan.weight_bytes / 4 / (k * elem);
+  for (const GemmShape& shape : projection_shapes(s)) n = std::max(n, shape.n * shape.k / k);
   std::vector<std::pair<double, double>> points;
   for (int64_t m : s.plan.gemm_rows) {
-    double flops = 0, net = 0, longest = 0;
-    for (const GemmShape& shape : projection_shapes(s)) {
-      GemmProbe g(be, m, shape.n, shape.k);
-      const double t = seconds_per_call(be, [&] { g.run(be); }, s.plan.budget);
-      flops += g.flops();
-      net += g.flops() / net_rate(g.flops(), t, s.op_overhead_s);
-      longest = std::max(longest, t);
-    }
-    points.emplace_back(static_cast<double>(m), flops / net);
-    if (longest > s.plan.budget.cap_s) break;
+    GemmProbe g(be, m, n, k);
+    const double t = seconds_per_call(be, [&] { g.run(be); }, s.plan.budget);
+    points.emplace_back(static_cast<double>(m), net_rate(g.flops(), t, s.op_overhead_s));
+    if (t > s.plan.budget.cap_s) break;
   }
   return make_curve(std::move(points));
 }
 
-double measure_weight_read(Backend& be, const ProbeSetup& s) {
+Curve measure_weight_read(Backend& be, const ProbeSetup& s) {
   const int64_t k = s.cfg.hidden_size, elem = static_cast<int64_t>(dtype_size(be.weight_dtype()));
-  const int64_t n = (s.plan.weight_bytes + k * elem - 1) / (k * elem);
-  // Zeros: streaming speed does not depend on the values, and hundreds of MiB upload slowly.
-  Weight w{be.empty(be.weight_dtype(), {n, k}), {}, false};
-  be.fill_zero(w.w);
-  Tensor x = patterned(be, be.act_dtype(), {1, k}), out = be.empty(be.act_dtype(), {1, n});
-  const double t = seconds_per_call(be, [&] { be.linear(out, x, w); }, s.plan.budget);
-  return net_rate(static_cast<double>(w.w.nbytes()), t, s.op_overhead_s);
+  std::vector<std::pair<double, double>> points;
+  // From 1 MiB up to a weight past the caches, x4: the rate a weight of each size streams at.
+  for (int64_t bytes = std::min<int64_t>(int64_t{1} << 20, s.plan.weight_bytes);; bytes *= 4) {
+    bytes = std::min(bytes, s.plan.weight_bytes);
+    const int64_t n = (bytes + k * elem - 1) / (k * elem);
+    // Copies that together pass the caches, read in turn, as the forward pass streams each layer's
+    // weights once (a weight read again at once would come from the cache). Zeros: streaming speed
+    // does not depend on the values, and hundreds of MiB upload slowly.
+    const int64_t copies = std::clamp<int64_t>(s.plan.weight_bytes / std::max<int64_t>(n * k * elem, 1), 1, 64);
+    std::vector<Weight> ws;
+    for (int64_t i = 0; i < copies; ++i) {
+      ws.push_back({be.empty(be.weight_dtype(), {n, k}), {}, false});
+      be.fill_zero(ws.back().w);
+    }
+    Tensor x = patterned(be, be.act_dtype(), {1, k}), out = be.empty(be.act_dtype(), {1, n});
+    size_t next = 0;
+    const double t = seconds_per_call(be, [&] { be.linear(out, x, ws[next++ % ws.size()]); }, s.plan.budget);
+    const double nbytes = static_cast<double>(ws.front().w.nbytes());
+    points.emplace_back(nbytes, net_rate(nbytes, t, s.op_overhead_s));
+    if (bytes >= s.plan.weight_bytes) break;
+  }
+  return make_curve(std::move(points));
 }
 
 double measure_copy_bandwidth(Backend& be, const ProbeSetup& s) {

@@ -31,7 +31,7 @@ double measure_op_overhead(Backend& be, const ProbePlan& plan);
 // sweep stops growing M once one call takes longer than the plan's cap.
 Curve measure_gemm_flops(Backend& be, const ProbeSetup& s);
 // Weight bytes per second of a one-row linear over a weight [N, hidden] of the plan's size.
-double measure_weight_read(Backend& be, const ProbeSetup& s);
+Curve measure_weight_read(Backend& be, const ProbeSetup& s);
 // Bytes read + written per second of a copy of the plan's size.
 double measure_copy_bandwidth(Backend& be, const ProbeSetup& s);
 

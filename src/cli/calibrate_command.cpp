@@ -25,10 +25,11 @@ void row(const std::string& field, const std::string& value, const std::string& 
   fmt::print("{:<16} {:<60} {}\n", field, value, unit);
 }
 
-// "x:y" pairs with y scaled by `scale`.
-std::string points(const Curve& c, double scale) {
+// "x:y" pairs with y divided by `scale` (and x by `x_scale`).
+std::string points(const Curve& c, double scale, double x_scale = 1) {
   std::string s;
-  for (size_t i = 0; i < c.x.size(); ++i) s += fmt::format("{}{:g}:{:.3g}", i ? " " : "", c.x[i], c.y[i] / scale);
+  for (size_t i = 0; i < c.x.size(); ++i)
+    s += fmt::format("{}{:g}:{:.3g}", i ? " " : "", c.x[i] / x_scale, c.y[i] / scale);
   return s;
 }
 
@@ -46,7 +47,7 @@ void print_profile(const CostProfile& p) {
   row("step_overhead", fmt::format("{:.1f}", p.step_overhead_s * 1e6), "us per step");
   row("op_overhead", fmt::format("{:.2f}", p.op_overhead_s * 1e6), "us per op");
   row("gemm_flops", points(p.gemm_flops, 1e9), "rows M : GFLOP/s");
-  row("weight_read", fmt::format("{:.2f}", p.weight_read_bps / 1e9), "GB/s");
+  row("weight_read", points(p.weight_read, 1e9, 1048576), "weight MiB : GB/s");
   row("kv_read", fmt::format("{:.2f}", p.kv_read_bps / 1e9), "GB/s");
   row("mem", fmt::format("{:.2f}", p.mem_bps / 1e9), "GB/s read + written");
   row("absorbed_flops", points(p.absorbed_flops, 1e9), "heads x rows : GFLOP/s");

@@ -24,6 +24,7 @@ struct SimulateFlags {
   std::string profile, collectives, csv, compare;
   std::vector<std::string> layouts = {"tp", "dp", "cp", "dop", "auto"};
   bool regime_map = false;
+  std::string weight_dtype;  // fp8: weights stored and read at one byte (the profile's GEMM rates kept)
   std::vector<int64_t> batches = {1, 4, 16, 64, 256};
   std::vector<int64_t> contexts = {1024, 4096, 16384, 65536, 262144};
 };
@@ -32,18 +33,10 @@ struct SimulateFlags {
 CostProfile read_profile(const SimulateFlags& f, const ModelConfig& cfg) {
   if (f.profile.empty()) fail("give the cost profile to simulate with (--profile FILE from splash calibrate)");
   CostProfile p = load_profile(f.profile);
-  if (!f.collectives.empty()) {
-    const CostProfile c = load_profile(f.collectives);
-    if (c.ranks != f.engine.ranks)
-      fail("{} holds collectives of {} ranks, not --ranks {}", f.collectives, c.ranks, f.engine.ranks);
-    p.all_reduce = c.all_reduce;
-    p.all_gather = c.all_gather;
-    p.all_to_all = c.all_to_all;
-    p.sync_latency_s = c.sync_latency_s;
-    p.ranks = c.ranks;
-    p.concurrency = c.concurrency;
-  }
+  if (!f.collectives.empty()) apply_collective_profile(p, f.collectives);
   check_profile_matches(p, cfg, f.engine.backend, f.engine.ranks);
+  if (f.weight_dtype == "fp8") p.weight_elem_bytes = 1;
+  else if (!f.weight_dtype.empty()) fail("unknown --weight-dtype '{}' (fp8, or leave it out for the profile's)", f.weight_dtype);
   return p;
 }
 
@@ -122,7 +115,8 @@ int run_simulate(const SimulateFlags& f) {
   so.scheduler = o.scheduler;
   so.page_size = o.group.page_size;
   const KvSizing sizing = backend_dtypes(o.group.backend);
-  so.kv_pages = size_kv_pages(cfg, o, {sizing.weight_dtype, sizing.kv_dtype, o.mem_per_rank});
+  const DType weights = profile.weight_elem_bytes == 1 ? DType::F8E4M3 : sizing.weight_dtype;
+  so.kv_pages = size_kv_pages(cfg, o, {weights, sizing.kv_dtype, o.mem_per_rank});
   const std::map<std::string, double> measured = f.compare.empty() ? std::map<std::string, double>{} : measured_totals(f.compare);
   std::ofstream csv;
   if (!f.csv.empty()) {
@@ -186,6 +180,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--layouts", f->layouts, "layouts to run: tp, dp, cp, dop, auto")->delimiter(',')->capture_default_str();
   cmd->add_option("--csv", f->csv, "write one row per layout");
   cmd->add_option("--compare", f->compare, "a splash bench trace CSV of the same trace and flags: predicted vs measured");
+  cmd->add_option("--weight-dtype", f->weight_dtype,
+                  "fp8: weights take one byte in memory and in weight reads (DeepSeek-V3 at T = 8 fits only so)");
   cmd->add_flag("--regime-map", f->regime_map, "print the best layout over a batch x context grid of decode steps");
   cmd->add_option("--batches", f->batches, "regime map: B values")->delimiter(',')->capture_default_str();
   cmd->add_option("--contexts", f->contexts, "regime map: context values")->delimiter(',')->capture_default_str();

@@ -100,8 +100,9 @@ nlohmann::json profile_to_json(const CostProfile& p) {
       {"concurrency", p.concurrency},
       {"step_overhead_s", p.step_overhead_s},
       {"op_overhead_s", p.op_overhead_s},
+      {"async_ops", p.async_ops},
       {"gemm_flops", curve_json(p.gemm_flops, "rows", "FLOP/s")},
-      {"weight_read_bps", p.weight_read_bps},
+      {"weight_read", curve_json(p.weight_read, "weight bytes", "bytes/s")},
       {"kv_read_bps", p.kv_read_bps},
       {"mem_bps", p.mem_bps},
       {"absorbed_flops", curve_json(p.absorbed_flops, "heads x rows", "FLOP/s")},
@@ -138,11 +139,13 @@ CostProfile profile_from_json(const nlohmann::json& j, const std::string& source
     fail("{}: 'concurrency' must lie in [1, ranks = {}]", source, p.ranks);
   p.step_overhead_s = r.number(j, "step_overhead_s");
   p.op_overhead_s = r.number(j, "op_overhead_s");
+  if (!r.at(j, "async_ops", "").is_boolean()) fail("{}: 'async_ops' must be true or false", source);
+  p.async_ops = j.at("async_ops").get<bool>();
   p.gemm_flops = r.curve(j, "gemm_flops");
-  p.weight_read_bps = r.number(j, "weight_read_bps");
+  p.weight_read = r.curve(j, "weight_read");
   p.kv_read_bps = r.number(j, "kv_read_bps");
   p.mem_bps = r.number(j, "mem_bps");
-  for (auto [v, name] : {std::pair{p.weight_read_bps, "weight_read_bps"}, {p.kv_read_bps, "kv_read_bps"}, {p.mem_bps, "mem_bps"}})
+  for (auto [v, name] : {std::pair{p.kv_read_bps, "kv_read_bps"}, {p.mem_bps, "mem_bps"}})
     if (!(v > 0)) fail("{}: '{}' must be positive", source, name);
   p.absorbed_flops = r.curve(j, "absorbed_flops");
   p.expanded_flops = r.curve(j, "expanded_flops");
@@ -154,16 +157,36 @@ CostProfile profile_from_json(const nlohmann::json& j, const std::string& source
   return p;
 }
 
-CostProfile load_profile(const std::string& path) {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open the cost profile", path);
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: the cost profile is not valid JSON: {}", path, e.what());
   }
-  return profile_from_json(j, path);
+}
+
+}  // namespace
+
+CostProfile load_profile(const std::string& path) { return profile_from_json(read_json(path), path); }
+
+void apply_collective_profile(CostProfile& p, const std::string& path) {
+  const nlohmann::json j = read_json(path);
+  const Reader r{path};
+  const int ranks = static_cast<int>(r.number(j, "ranks"));
+  if (ranks < 1) fail("{}: 'ranks' must be at least 1", path);
+  const nlohmann::json& c = r.at(j, "collectives", "");
+  p.all_reduce = r.collective(c, "all_reduce");
+  p.all_gather = r.collective(c, "all_gather");
+  p.all_to_all = r.collective(c, "all_to_all");
+  p.sync_latency_s = r.number(c, "sync_latency_s", "collectives.");
+  // One rank per device: every rank computes at full rate.
+  p.concurrency = ranks;
+  p.ranks = ranks;
+  p.hardware += " + collectives of " + r.text(j, "hardware");
 }
 
 void save_profile(const CostProfile& p, const std::string& path) {

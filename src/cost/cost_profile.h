@@ -40,8 +40,11 @@ struct CostProfile {
   // the overhead (they are fitted as FLOPs / (measured time - op_overhead_s)).
   double step_overhead_s = 0;  // t0: per engine step (the leader's dispatch to the ranks and back)
   double op_overhead_s = 0;    // per backend op (launch or call)
-  Curve gemm_flops;            // linear() FLOP/s (2 M N K) against rows M, at the model's projection shapes
-  double weight_read_bps = 0;  // weight bytes/s linear() streams at one row
+  bool async_ops = false;      // launches overlap the previous op's work (GPU streams): op = max(launch, work)
+  Curve gemm_flops;            // linear() FLOP/s (2 M N K) against rows M, on a weight past the caches
+  // Weight bytes/s linear() streams at one row, against the weight's bytes: small weights do not
+  // reach the bandwidth of large ones (a GPU needs tens of MiB in flight).
+  Curve weight_read;
   // Absorbed attention reads each sequence's latent (context x (C + d_r) elements) once per step and
   // does 2 x heads x context x (2C + d_r) FLOPs per query row.
   double kv_read_bps = 0;
@@ -62,6 +65,10 @@ nlohmann::json profile_to_json(const CostProfile& p);
 // `source` names the file in errors; a missing or malformed field is a UserError naming it.
 CostProfile profile_from_json(const nlohmann::json& j, const std::string& source);
 CostProfile load_profile(const std::string& path);
+// A collective profile: `ranks`, `hardware` and `collectives` only (measured by splash calibrate at that
+// T, or parametrized from measurements, as docs/scheduler.md says); replaces `p`'s collectives and
+// group size, for the simulator at a T no machine here has.
+void apply_collective_profile(CostProfile& p, const std::string& path);
 void save_profile(const CostProfile& p, const std::string& path);
 // Fails (UserError) when `p` was measured for another model shape, backend or group size.
 void check_profile_matches(const CostProfile& p, const ModelConfig& cfg, const std::string& backend, int ranks);

@@ -6,6 +6,8 @@
 namespace splash {
 namespace {
 
+constexpr double kMoeOps = 8;
+
 // One rank's time in one layer (or in the step's head and tail), by stage.
 struct RankTime {
   double gemm = 0, attention = 0, comm = 0, fixed = 0;
@@ -21,24 +23,27 @@ class Pricer {
   void linear(RankTime& t, double M, double N, double K, double weight_elem_bytes) const {
     if (M <= 0) return;
     const double flops = 2 * M * N * K, bytes = N * K * weight_elem_bytes;
-    t.gemm += p_.op_overhead_s + std::max(flops / rate(p_.gemm_flops, M), bytes / p_.weight_read_bps);
+    t.gemm += op(std::max(flops / rate(p_.gemm_flops, M), bytes / rate(p_.weight_read, bytes)));
   }
   void linear(RankTime& t, double M, double N, double K) const { linear(t, M, N, K, p_.weight_elem_bytes); }
   // Batched per-head matmul (absorb / unabsorb): heads x [M, K] @ [K, N], head weights read once.
   void head_matmul(RankTime& t, double heads, double M, double N, double K) const {
     if (M <= 0 || heads <= 0) return;
     const double flops = 2 * heads * M * N * K, bytes = heads * N * K * p_.weight_elem_bytes;
-    t.gemm += p_.op_overhead_s + std::max(flops / rate(p_.gemm_flops, M), bytes / p_.weight_read_bps);
+    t.gemm += op(std::max(flops / rate(p_.gemm_flops, M), bytes / rate(p_.weight_read, bytes)));
   }
   // Elementwise ops (norms, rope, copies, gathers) over `elems` activations, read and written.
   void elementwise(RankTime& t, double elems, int ops = 1) const {
     if (elems <= 0) return;
-    t.fixed += ops * (p_.op_overhead_s + 2 * elems * p_.act_elem_bytes / p_.mem_bps);
+    t.fixed += ops * op(2 * elems * p_.act_elem_bytes / p_.mem_bps);
   }
   void collective(RankTime& t, const CollectiveCost& c, double bytes) const {
     if (T_ > 1) t.comm += c.seconds(bytes) + p_.sync_latency_s;
   }
   void set_ranks(int T) { T_ = T; }
+  // One op of `work` seconds: its launch hides behind the previous op's work where launches are
+  // asynchronous (GPU streams); otherwise the call comes first.
+  double op(double work) const { return p_.async_ops ? std::max(p_.op_overhead_s, work) : p_.op_overhead_s + work; }
 
   // Absorbed attention: `heads` heads for `rows` query rows over `tokens` local latent tokens read once,
   // `attended` (row, token) pairs.
@@ -47,7 +52,7 @@ class Pricer {
     const double C = c_.kv_lora_rank, W = c_.latent_dim();
     const double flops = 2 * heads * attended * (2 * C + c_.qk_rope_head_dim);
     const double bytes = tokens * W * p_.kv_elem_bytes;
-    t.attention += p_.op_overhead_s + std::max(flops / rate(p_.absorbed_flops, heads * rows), bytes / p_.kv_read_bps);
+    t.attention += op(std::max(flops / rate(p_.absorbed_flops, heads * rows), bytes / p_.kv_read_bps));
   }
   // Expanded attention of `rows` rows over `tokens` local tokens (gathered, expanded by KV-B on `heads`).
   void expanded(RankTime& t, double heads, double rows, double tokens, double attended) const {
@@ -56,12 +61,14 @@ class Pricer {
     elementwise(t, tokens * W);                                               // gather the latents
     linear(t, tokens, heads * (c_.qk_nope_head_dim + c_.v_head_dim), C);      // k_nope | v
     const double flops = 2 * heads * attended * (c_.qk_head_dim() + c_.v_head_dim);
-    t.attention += p_.op_overhead_s + flops / rate(p_.expanded_flops, heads * rows);
+    t.attention += op(flops / rate(p_.expanded_flops, heads * rows));
     elementwise(t, rows * heads * c_.v_head_dim, 2);                           // gather q, scatter o
   }
 
  private:
   static double rate(const Curve& c, double x) { return std::max(c.at(std::max(x, 1.0)), 1.0); }
+
+ public:
   const ModelConfig& c_;
   const CostProfile& p_;
   int T_ = 1;
@@ -211,8 +218,11 @@ RankTime mlp_layer(const Pricer& pr, const CostProfile& p, const ModelConfig& c,
     if (hits > 0) {
       const double flops = 2 * hits * 3 * d * I, bytes = experts * 3 * d * I * p.weight_elem_bytes;
       const double rows_per_expert = std::max(1.0, hits / std::max(experts, 1.0));
-      t.gemm += p.op_overhead_s * std::max(1.0, experts) +
-                std::max(flops / std::max(p.gemm_flops.at(rows_per_expert), 1.0), bytes / p.weight_read_bps);
+      // Grouped over the experts (sort, gather, two grouped GEMMs, activation, combine): a fixed
+      // number of launches, the GEMMs at the rate of their rows per expert.
+      const double work = std::max(flops / std::max(p.gemm_flops.at(rows_per_expert), 1.0),
+                                   bytes / std::max(p.weight_read.at(bytes), 1.0));
+      t.gemm += p.async_ops ? std::max(kMoeOps * p.op_overhead_s, work) : kMoeOps * p.op_overhead_s + work;
     }
     if (c.n_shared_experts > 0) {
       const double Is = I * c.n_shared_experts / T;

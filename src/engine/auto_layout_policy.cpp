@@ -34,11 +34,26 @@ std::string ms(double s) { return fmt::format("{:.1f}", s * 1e3); }
 
 }  // namespace
 
-std::vector<SeqLoad> next_step_shape(const Scheduler& s) {
+std::vector<SeqLoad> next_step_shape(const Scheduler& s, Layout layout) {
   const SchedulerOptions& o = s.options();
-  const int T = s.kv().ranks();
+  const KvCacheManager& kv = s.kv();
+  const int T = kv.ranks();
   std::vector<SeqLoad> batch;
   std::vector<int64_t> load(static_cast<size_t>(T), 0);
+  // Pages each rank has left in `layout` once every running request holds its projected length.
+  std::vector<int64_t> room(static_cast<size_t>(T));
+  for (int r = 0; r < T; ++r)
+    room[r] = kv.pool(r).capacity() - (projections_sharded(layout) || T == 1 ? 0 : kv.replica_pages() * kv.layers());
+  auto reserve = [&](const Request& q, int owner, bool apply) {
+    bool fits = true;
+    for (int r = 0; r < T; ++r) {
+      const int64_t need = kv.pages_for_tokens(held_tokens(layout, r, T, owner, q.projected_tokens())) * kv.layers();
+      fits = fits && need <= room[r];
+      if (apply) room[r] -= need;
+    }
+    return fits;
+  };
+  for (const Request* r : s.running_requests()) reserve(*r, std::max(r->owner, 0), true);
   int64_t budget = o.max_batched_tokens;
   auto take = [&](const Request& r, int owner) {
     int64_t n = std::min(r.length() - r.computed, budget);
@@ -55,6 +70,8 @@ std::vector<SeqLoad> next_step_shape(const Scheduler& s) {
   for (const Request* r : s.waiting_requests()) {
     if (budget <= 0 || static_cast<int>(running) >= o.max_running) break;
     const int owner = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    if (!reserve(*r, owner, false)) break;  // first come, first served
+    reserve(*r, owner, true);
     load[static_cast<size_t>(owner)] += r->projected_tokens();
     take(*r, owner);
     ++running;
@@ -76,30 +93,39 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
   f.step = ctx.step;
   f.current = ctx.current;
   const Scheduler& s = ctx.scheduler;
-  const std::vector<SeqLoad> batch = next_step_shape(s);
   std::vector<FitRequest> fit;
   std::vector<LiveRequest> live;
   for (const Request* r : s.running_requests()) {
     live.push_back({r->id, r->owner, r->computed});
     fit.push_back({live.back(), r->projected_tokens()});
   }
+  // Each layout is priced on the batch it would run: with more KV capacity it admits more of the
+  // waiting requests. Layouts compare by time per row, so a larger batch counts for its work.
+  std::array<std::vector<SeqLoad>, 4> batch;
+  std::array<double, 4> per_row{};
   for (Layout l : kAllLayouts) {
     const size_t i = index_of(l);
-    f.step_s[i] = predict_step(cfg_, l, ranks_, batch, profile_).total_s;
+    batch[i] = next_step_shape(s, l);
+    for (const SeqLoad& q : batch[i]) f.rows[i] += q.rows;
+    f.step_s[i] = predict_step(cfg_, l, ranks_, batch[i], profile_).total_s;
+    per_row[i] = f.rows[i] > 0 ? f.step_s[i] / static_cast<double>(f.rows[i]) : 0.0;
     if (std::string e = layout_split_error(cfg_, l, ranks_); !e.empty()) f.infeasible[i] = e;
     else if (l != ctx.current) {
       if (auto why = layout_fit_error(s.kv(), ctx.current, l, fit)) f.infeasible[i] = *why;
       else if (ctx.step < refused_until_[i]) f.infeasible[i] = "refused recently";
     }
-    if (f.infeasible[i].empty() && (!f.best || f.step_s[i] < f.step_s[index_of(*f.best)])) f.best = l;
+    if (f.infeasible[i].empty() && f.rows[i] > 0 &&
+        (!f.best || f.rows[index_of(*f.best)] == 0 || per_row[i] < per_row[index_of(*f.best)]))
+      f.best = l;
   }
   // Among the layouts that lead the current one by the margin, the one whose gain over the horizon
   // exceeds its exposed switch cost by the most (the fastest one may not pay for its transfers).
   std::optional<Layout> to;
-  const double cur = f.step_s[index_of(ctx.current)];
-  if (ranks_ < 2 || batch.empty()) {
+  const size_t c = index_of(ctx.current);
+  const double cur = f.step_s[c];
+  if (ranks_ < 2 || !f.best) {
     f.decision = "stay: nothing to choose";
-  } else if (!f.best || *f.best == ctx.current) {
+  } else if (*f.best == ctx.current) {
     f.decision = fmt::format("stay: {} is the fastest feasible ({} ms/step predicted)", layout_name(ctx.current), ms(cur));
   } else {
     f.horizon_steps = horizon_steps(s, opt_.max_horizon);
@@ -108,18 +134,22 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
     double best_net = 0;
     for (Layout l : kAllLayouts) {
       const size_t i = index_of(l);
-      if (l == ctx.current || !f.infeasible[i].empty()) continue;
-      const double t = f.step_s[i];
-      const std::string line = fmt::format("layout {} -> {}: {} -> {} ms/step predicted", layout_name(ctx.current),
-                                           layout_name(l), ms(cur), ms(t));
-      if (t > cur * (1 - opt_.margin)) {
+      if (l == ctx.current || !f.infeasible[i].empty() || f.rows[i] == 0) continue;
+      std::string line = fmt::format("layout {} -> {}: {} -> {} ms/step predicted", layout_name(ctx.current),
+                                     layout_name(l), ms(cur), ms(f.step_s[i]));
+      if (f.rows[i] != f.rows[c]) line += fmt::format(" ({} -> {} rows: KV capacity)", f.rows[c], f.rows[i]);
+      // Time saved over the horizon on the current batch's work (all of it, when the current layout can
+      // run nothing).
+      const double gain = f.rows[c] > 0 ? (per_row[c] - per_row[i]) * static_cast<double>(f.rows[c]) * H
+                                        : f.step_s[i] * H;
+      if (f.rows[c] > 0 && per_row[i] > per_row[c] * (1 - opt_.margin)) {
         if (l == *f.best) why = line + fmt::format(" (inside the {:.0f}% margin)", opt_.margin * 100);
         continue;
       }
-      const StepTime dest = predict_step(cfg_, l, ranks_, batch, profile_);
+      const StepTime dest = predict_step(cfg_, l, ranks_, batch[i], profile_);
       const SwitchCost sw = predict_switch(cfg_, ctx.current, l, ranks_, live, profile_.weight_elem_bytes,
                                            profile_.kv_elem_bytes, dest.per_layer_s(), profile_);
-      const double net = (cur - t) * H - sw.exposed_s;
+      const double net = gain - sw.exposed_s;
       const std::string full = line + fmt::format(", switch {} ms exposed, horizon {} steps", ms(sw.exposed_s), f.horizon_steps);
       if (net <= 0) {
         if (l == *f.best) why = full + " (the gain over the horizon does not pay for the switch)";
@@ -130,6 +160,7 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
         best_net = net;
         f.switch_exposed_s = sw.exposed_s;
         f.decision = full;
+        reason_ = f.rows[i] > f.rows[c] ? "capacity" : "faster";
       }
     }
     if (to && ctx.step - last_switch_step_ < opt_.min_dwell) {
@@ -142,7 +173,7 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
   const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (to) {
     spdlog::info("{} (decided in {:.3f} ms)", f.decision, host_s * 1e3);
-    if (listener_) listener_({ctx.current, *to, "faster", f.decision});
+    if (listener_) listener_({ctx.current, *to, reason_, f.decision});
   }
   forecast_ = std::move(f);
   return to;

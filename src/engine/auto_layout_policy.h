@@ -27,7 +27,8 @@ struct AutoPolicyOptions {
 struct LayoutForecast {
   int64_t step = -1;
   Layout current = Layout::TP;
-  std::array<double, 4> step_s{};             // predicted step time per layout (kAllLayouts order)
+  std::array<double, 4> step_s{};             // predicted step time per layout (kAllLayouts order), of the
+  std::array<int64_t, 4> rows{};              // rows it would run (capacity decides admissions)
   std::array<std::string, 4> infeasible{};    // why a layout cannot be entered now ("" when it can)
   std::optional<Layout> best;                 // the fastest feasible
   double switch_exposed_s = 0;                // of the switch to `best`
@@ -38,20 +39,23 @@ struct LayoutForecast {
 // A decision that was taken, for the log and /metrics.
 struct LayoutDecision {
   Layout from = Layout::TP, to = Layout::TP;
-  std::string reason;  // faster | capacity
+  std::string reason;  // faster, or capacity (the target admits more of the waiting requests)
   std::string line;    // "layout tp -> cp: 41.2 -> 27.9 ms/step predicted, switch 3.1 ms exposed, horizon 120 steps"
 };
 
-// The batch the scheduler is about to run (running requests first, then admissions in order, within the
-// token budget), as the cost model sees it; owners of admissions are guessed count-balanced.
-std::vector<SeqLoad> next_step_shape(const Scheduler& s);
+// The batch the scheduler would run next in `layout`: running requests first, then the waiting ones in
+// order while the token budget, the running limit and the layout's KV capacity allow (reserve
+// admission, by page counts: each request at its projected length beside the layout's projection
+// replicas), as the cost model sees it; owners of admissions are chosen by projected tokens.
+std::vector<SeqLoad> next_step_shape(const Scheduler& s, Layout layout);
+inline std::vector<SeqLoad> next_step_shape(const Scheduler& s) { return next_step_shape(s, s.layout()); }
 
 class AutoLayoutPolicy : public LayoutPolicy {
  public:
   AutoLayoutPolicy(CostProfile profile, const ModelConfig& cfg, int ranks, AutoPolicyOptions opt = {});
   std::optional<Layout> decide(const LayoutContext& ctx) override;
   void on_result(Layout to, const std::optional<std::string>& refused, int64_t step) override;
-  std::string reason() const override { return "faster"; }
+  std::string reason() const override { return reason_; }
   std::string name() const override { return "auto"; }
 
   const LayoutForecast& forecast() const { return forecast_; }
@@ -67,6 +71,7 @@ class AutoLayoutPolicy : public LayoutPolicy {
   LayoutForecast forecast_;
   std::array<int64_t, 4> refused_until_{};
   int64_t last_switch_step_ = -1000000;
+  std::string reason_ = "faster";  // of the last switch decided: faster, or capacity (a larger batch fits)
   std::function<void(const LayoutDecision&)> listener_;
 };
 

@@ -92,7 +92,7 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
     p.family(name, "counter", help);
     for (Layout from : kAllLayouts)
       for (Layout to : kAllLayouts)
-        for (const char* reason : {"forced", "scripted", "faster"}) {
+        for (const char* reason : {"forced", "scripted", "faster", "capacity"}) {
           if (from == to) continue;
           auto it = counts.find({from, to, reason});
           p.sample(name, {{"from", std::string(layout_name(from))}, {"to", std::string(layout_name(to))}, {"reason", reason}},

@@ -85,7 +85,7 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
         const std::vector<LiveRequest> live = live_of(sched);
         std::optional<std::string> refused = schedule_switch(kv, layout, *to, live, sw->schedule);
         if (!refused) {
-          const std::vector<SeqLoad> shape = next_step_shape(sched);
+          const std::vector<SeqLoad> shape = next_step_shape(sched, *to);
           const StepTime dest = predict_step(cfg, *to, T, shape, opt.profile);
           sw->exposed_s = predict_switch(cfg, layout, *to, T, live, opt.profile.weight_elem_bytes,
                                          opt.profile.kv_elem_bytes, dest.per_layer_s(), opt.profile).exposed_s;

@@ -36,7 +36,8 @@ CostProfile profile(const ModelConfig& c, int ranks, double kv_bps) {
   p.gemm_flops = {{1}, {1e9}};
   p.absorbed_flops = {{1}, {1e12}};
   p.expanded_flops = {{1}, {1e12}};
-  p.weight_read_bps = p.mem_bps = 1e30;
+  p.weight_read = {{1}, {1e30}};
+  p.mem_bps = 1e30;
   p.kv_read_bps = kv_bps;
   return p;
 }
@@ -154,6 +155,28 @@ TEST(AutoLayoutPolicy, SkipsLayoutsThatDoNotFitAndBacksOffAfterARefusal) {
   p.on_result(Layout::DP, std::string("no pages"), 10);
   p.decide(b.at(11, Layout::DOP));
   EXPECT_EQ(p.forecast().infeasible[static_cast<size_t>(Layout::DP)], "refused recently");
+}
+
+// TP keeps every history on every rank: with the pool full of two requests it admits no more, while DOP
+// would run the waiting ones too. The scheduler switches for capacity.
+TEST(AutoLayoutPolicy, SwitchesForCapacityWhenRequestsWait) {
+  const ModelConfig c = config();
+  Bench b(2, 600);  // 2 layers x 138 pages per request and rank in TP: two fit
+  for (int i = 0; i < 4; ++i) b.add(2000, 200);
+  b.prefill();
+  ASSERT_EQ(b.sched.running(), 2u);
+  AutoLayoutPolicy p(profile(c, 2, 1e30), c, 2);
+  std::vector<LayoutDecision> seen;
+  p.set_decision_listener([&](const LayoutDecision& d) { seen.push_back(d); });
+  const std::optional<Layout> to = p.decide(b.at(10, Layout::TP));
+  const LayoutForecast& f = p.forecast();
+  EXPECT_GT(f.rows[static_cast<size_t>(Layout::DOP)], f.rows[static_cast<size_t>(Layout::TP)]);
+  ASSERT_TRUE(to.has_value()) << f.decision;
+  EXPECT_NE(*to, Layout::TP);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].reason, "capacity");
+  EXPECT_EQ(p.reason(), "capacity");
+  EXPECT_NE(seen[0].line.find("KV capacity"), std::string::npos) << seen[0].line;
 }
 
 TEST(AutoLayoutPolicy, OneRankHasNothingToDecide) {

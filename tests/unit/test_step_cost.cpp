@@ -33,7 +33,8 @@ CostProfile flat_profile(int ranks, const ModelConfig& cfg) {
   p.gemm_flops = {{1}, {1e9}};
   p.absorbed_flops = {{1}, {1e9}};
   p.expanded_flops = {{1}, {1e9}};
-  p.weight_read_bps = p.kv_read_bps = p.mem_bps = 1e30;
+  p.weight_read = {{1}, {1e30}};
+  p.kv_read_bps = p.mem_bps = 1e30;
   return p;
 }
 
