@@ -28,6 +28,7 @@ struct SwitchBenchOptions {
   int64_t step_tokens = 64;  // prefill tokens per request in the measured step
   int runs = 20;
   bool primitives = true, live = true;
+  bool host = true;  // the leader's planning at DeepSeek-V3 scale (T = 8, 16 x 256K; no model, ~300 MB)
   std::string json;
 };
 int run_switch_bench(const SwitchBenchOptions& f);

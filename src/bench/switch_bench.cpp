@@ -276,7 +276,7 @@ nlohmann::json bench_host_bookkeeping(int runs) {
 }  // namespace
 
 int run_switch_bench(const SwitchBenchOptions& f) {
-  nlohmann::json host = bench_host_bookkeeping(f.runs);
+  nlohmann::json host = f.host ? bench_host_bookkeeping(f.runs) : nlohmann::json();
   if (!f.primitives && !f.live) {
     write_bench_json(f.json, {{"host", host}});
     return 0;

@@ -50,6 +50,7 @@ void add_bench_switch(CLI::App& bench) {
   cmd->add_option("--runs", o.runs, "repetitions of each measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("!--no-primitives", o.primitives, "skip the per-layer primitive costs");
   cmd->add_flag("!--no-live", o.live, "skip the live-switch table");
+  cmd->add_flag("!--no-host", o.host, "skip the host planning of switches at DeepSeek-V3 scale (no model)");
   cmd->add_option("--json", o.json, "write the results as JSON");
   run_with(cmd, f, run_switch_bench);
 }
