@@ -15,16 +15,21 @@ namespace {
 
 size_t index_of(Layout l) { return static_cast<size_t>(l); }
 
-// Steps the running batch keeps its shape: half its requests have finished by the median remaining
-// budget (prefill chunks still to run plus tokens still to generate).
+// Steps the batch keeps its shape: half its requests have finished by the median remaining budget
+// (prefill chunks still to run plus tokens still to generate). Before anything runs, the batch is the
+// waiting requests that will be admitted first.
 int64_t horizon_steps(const Scheduler& s, int64_t cap) {
   std::vector<int64_t> left;
   const int64_t chunk = s.options().prefill_chunk;
-  for (const Request* r : s.running_requests()) {
+  auto add = [&](const Request* r) {
     const int64_t prefill = std::max<int64_t>(0, static_cast<int64_t>(r->prompt.size()) - r->computed);
     const int64_t decode = r->params.max_tokens - static_cast<int64_t>(r->output.size());
     left.push_back((prefill + chunk - 1) / chunk + std::max<int64_t>(decode, 0));
-  }
+  };
+  for (const Request* r : s.running_requests()) add(r);
+  if (left.empty())
+    for (const Request* r : s.waiting_requests())
+      if (static_cast<int>(left.size()) < s.options().max_running) add(r);
   if (left.empty()) return 1;
   std::nth_element(left.begin(), left.begin() + static_cast<ptrdiff_t>(left.size() / 2), left.end());
   return std::clamp<int64_t>(left[left.size() / 2], 1, cap);
