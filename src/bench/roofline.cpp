@@ -60,19 +60,9 @@ RooflineTime& RooflineTime::operator+=(const RooflineTime& o) {
   return *this;
 }
 
-double expected_experts_touched(int experts, int top_k, int64_t tokens) {
-  if (experts <= 0) return 0;
-  const double miss = 1.0 - static_cast<double>(top_k) / experts;  // one token leaves a given expert out
-  return experts * (1.0 - std::pow(miss, static_cast<double>(tokens)));
-}
-
 double active_params_per_token(const ModelConfig& cfg, const CostSetup& setup) {
   const RankWeights w = rank_weights(cfg, setup);
   return w.projections_flop + w.per_row() + cfg.num_experts_per_tok * w.routed_expert + w.lm_head;
-}
-
-bool attends_expanded(const CostSetup& s, const SeqShape& seq) {
-  return s.layout != Layout::DOP && (s.form == AttnForm::Expanded || (s.form == AttnForm::Auto && seq.n_new > 1));
 }
 
 double attention_flops_per_layer(const ModelConfig& c, const SeqShape& seq, bool expanded) {
@@ -93,7 +83,7 @@ StepCost step_cost(const ModelConfig& c, const CostSetup& s, std::span<const Seq
     rows += static_cast<double>(q.n_new);
     logit_rows += q.logits;
     attended += static_cast<double>(q.context + q.n_new);
-    attention += attention_flops_per_layer(c, q, attends_expanded(s, q));
+    attention += attention_flops_per_layer(c, q, attends_expanded(s.layout, s.form, q.n_new));
   }
   StepCost cost;
   const double touched = expected_experts_touched(c.n_routed_experts, c.num_experts_per_tok, static_cast<int64_t>(rows));

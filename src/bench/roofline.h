@@ -14,6 +14,7 @@
 #include "plan/step_plan.h"
 #include "layout/layout.h"
 #include "config/model_config.h"
+#include "cost/step_cost.h"
 
 namespace splash {
 
@@ -40,15 +41,10 @@ struct StepCost {
   StepCost& operator+=(const StepCost& o);
 };
 
-// Expected distinct experts that `tokens` rows touch, each choosing top_k of `experts` uniformly.
-double expected_experts_touched(int experts, int top_k, int64_t tokens);
-
 // Parameters one token passes through (all layers, shared and top-k routed experts, lm_head; not the
 // embedding), on one rank.
 double active_params_per_token(const ModelConfig& cfg, const CostSetup& setup);
 
-// Whether the engine attends this sequence in the expanded form (layout/attention_rows.cpp's rule).
-bool attends_expanded(const CostSetup& setup, const SeqShape& seq);
 // FLOPs of one layer's attention for one sequence: scores and weighted sums over every causal
 // (row, position) pair, plus re-expanding cached positions through KV-B in the expanded form.
 double attention_flops_per_layer(const ModelConfig& cfg, const SeqShape& seq, bool expanded);

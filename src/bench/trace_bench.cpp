@@ -6,7 +6,6 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,28 +13,19 @@
 
 #include "bench/benchmarks.h"
 #include "core/error.h"
-#include "core/sample_stats.h"
 #include "engine/engine.h"
+#include "trace/trace_stats.h"
 
 namespace splash {
 namespace {
 
-struct RunResult {
+struct RunResult : TraceStats {
   std::string label, final_layout;
-  double total_s = 0, output_tok_s = 0, ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, busy_s = 0;
-  int64_t switches = 0, steps = 0, preemptions = 0, output_tokens = 0;
+  double busy_s = 0;
+  int64_t switches = 0, steps = 0, preemptions = 0;
   bool outputs_match = true;
   std::vector<std::vector<int32_t>> outputs;  // per trace request
 };
-
-// Trace indices in arrival order (a file need not be sorted).
-std::vector<size_t> arrival_order(const std::vector<TraceRequest>& trace) {
-  std::vector<size_t> order(trace.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return trace[a].arrival_s < trace[b].arrival_s; });
-  return order;
-}
 
 int64_t add_request(Engine& engine, const TraceRequest& r, size_t index, const std::string& label) {
   if (r.max_tokens > INT_MAX) fail("trace request {}: max_tokens {} is too large", index, r.max_tokens);
@@ -65,26 +55,17 @@ RunResult replay(Engine& engine, const std::vector<TraceRequest>& trace, const s
   }
 
   RunResult res;
-  res.label = label;
-  std::vector<double> ttft, tpot;
-  double last_finish = start;
+  std::vector<RequestTimes> times;
   for (size_t i = 0; i < trace.size(); ++i) {
     const Request& r = engine.request(ids[i]);
     if (r.finish == FinishReason::Error) fail_internal("{}: trace request {} failed: {}", label, i, r.error);
-    const double arrival = start + trace[i].arrival_s;
-    const auto n_out = static_cast<int64_t>(r.output.size());
-    ttft.push_back(r.first_token - arrival);
-    if (n_out > 1) tpot.push_back((r.finished_at - r.first_token) / static_cast<double>(n_out - 1));
-    last_finish = std::max(last_finish, r.finished_at);
-    res.output_tokens += n_out;
+    // The trace's arrival, so that time spent waiting for a step to end counts.
+    times.push_back({start + trace[i].arrival_s, r.first_token, r.finished_at, static_cast<int64_t>(r.output.size())});
     res.outputs.push_back(r.output);
     engine.release(ids[i]);
   }
-  res.total_s = last_finish - (start + trace[order.front()].arrival_s);
-  res.output_tok_s = res.total_s > 0 ? static_cast<double>(res.output_tokens) / res.total_s : 0;
-  res.ttft_p50_ms = 1e3 * quantile(ttft, 0.5);
-  res.ttft_p99_ms = 1e3 * quantile(ttft, 0.99);
-  res.tpot_p50_ms = 1e3 * quantile(tpot, 0.5);
+  static_cast<TraceStats&>(res) = summarize(times);
+  res.label = label;
   for (const SwitchRecord& s : engine.switches()) res.switches += s.refused.empty() ? 1 : 0;
   res.steps = engine.stats().steps;
   res.preemptions = engine.stats().preemptions;

@@ -133,13 +133,7 @@ int run_simulate(const SimulateFlags& f) {
   std::string best_name;
   for (const std::string& name : f.layouts) {
     so.auto_layout = name == "auto";
-    so.layout = so.auto_layout ? Layout::TP : parse_layout_flag(name);
-    if (so.auto_layout)
-      for (Layout l : kAllLayouts)
-        if (layout_split_error(cfg, l, so.ranks).empty()) {
-          so.layout = l;
-          break;
-        }
+    so.layout = so.auto_layout ? first_layout_that_splits(cfg, so.ranks) : parse_layout_flag(name);
     const SimResult r = simulate(so, trace);
     auto m = measured.find(name);
     const std::string meas = m == measured.end() ? "" : fmt::format("{:.3f}", m->second);

@@ -2,7 +2,8 @@
 // The feasible set F(x; theta) of the paper's scheduler, by page counts alone (no allocation): a layout
 // is feasible when the live requests at their projected lengths fit every rank's pool beside its
 // projection replicas (steady state), and the switch into it fits layer by layer (at most one layer's
-// new state beside the old; DESIGN section 5). O(requests x ranks).
+// new state beside the old; DESIGN section 5), by the count schedule_switch makes before it takes a
+// page. O(requests x ranks x layers).
 #include <optional>
 #include <span>
 #include <string>

@@ -1,5 +1,7 @@
 #include "cost/step_cost.h"
 
+#include "plan/step_plan.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -86,7 +88,6 @@ LocalSeq local_seq(const SeqLoad& s, double held_fraction) {
   return {q, ctx * held_fraction, (q * ctx - q * (q - 1) / 2) * held_fraction};
 }
 
-bool expanded_form(Layout l, const SeqLoad& s) { return l != Layout::DOP && s.rows > 1; }
 
 // The attention of `seqs` on one rank with `heads` heads in the form each sequence takes.
 void attend(const Pricer& pr, RankTime& t, const ModelConfig& c, Layout l, double heads,
@@ -95,7 +96,7 @@ void attend(const Pricer& pr, RankTime& t, const ModelConfig& c, Layout l, doubl
   for (size_t i = 0; i < batch.size(); ++i) {
     if (held[i] <= 0) continue;
     const LocalSeq s = local_seq(batch[i], held[i]);
-    LocalSeq& g = expanded_form(l, batch[i]) ? exp : abs;
+    LocalSeq& g = attends_expanded(l, AttnForm::Auto, batch[i].rows) ? exp : abs;
     g.rows += s.rows;
     g.tokens += s.tokens;
     g.attended += s.attended;
@@ -214,7 +215,8 @@ RankTime mlp_layer(const Pricer& pr, const CostProfile& p, const ModelConfig& c,
     pr.linear(t, N, E, d, 4.0);  // router logits in f32
     pr.elementwise(t, N * E);
     // Expected routed rows and distinct experts this rank serves (uniform routing, E/T local experts).
-    const double hits = N * k / T, experts = (E / T) * (1 - std::pow(1 - 1 / E, N * k));
+    const double hits = N * k / T,
+                 experts = expected_experts_touched(c.n_routed_experts, c.num_experts_per_tok, static_cast<int64_t>(N)) / T;
     if (hits > 0) {
       const double flops = 2 * hits * 3 * d * I, bytes = experts * 3 * d * I * p.weight_elem_bytes;
       const double rows_per_expert = std::max(1.0, hits / std::max(experts, 1.0));
@@ -251,6 +253,12 @@ RankTime head_and_tail(const Pricer& pr, const CostProfile& p, const ModelConfig
 }
 
 }  // namespace
+
+double expected_experts_touched(int experts, int top_k, int64_t tokens) {
+  if (experts <= 0) return 0;
+  const double miss = 1.0 - static_cast<double>(top_k) / experts;  // one token leaves a given expert out
+  return experts * (1.0 - std::pow(miss, static_cast<double>(tokens)));
+}
 
 double StepTime::per_layer_s() const { return layers > 0 ? (gemm_s + attention_s + comm_s) / layers : 0.0; }
 

@@ -30,6 +30,9 @@ struct StepTime {
   int layers = 1;
 };
 
+// Expected distinct experts that `tokens` rows touch, each choosing top_k of `experts` uniformly.
+double expected_experts_touched(int experts, int top_k, int64_t tokens);
+
 // Expanded attention for prompt chunks (rows > 1) in the layouts that can (not DOP), absorbed otherwise,
 // as AttnForm::Auto chooses.
 StepTime predict_step(const ModelConfig& cfg, Layout layout, int ranks, std::span<const SeqLoad> batch,

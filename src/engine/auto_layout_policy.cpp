@@ -98,21 +98,20 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
   f.step = ctx.step;
   f.current = ctx.current;
   const Scheduler& s = ctx.scheduler;
+  const std::vector<LiveRequest> live = s.live();
   std::vector<FitRequest> fit;
-  std::vector<LiveRequest> live;
-  for (const Request* r : s.running_requests()) {
-    live.push_back({r->id, r->owner, r->computed});
-    fit.push_back({live.back(), r->projected_tokens()});
-  }
+  for (size_t i = 0; i < live.size(); ++i) fit.push_back({live[i], s.running_requests()[i]->projected_tokens()});
   // Each layout is priced on the batch it would run: with more KV capacity it admits more of the
   // waiting requests. Layouts compare by time per row, so a larger batch counts for its work.
   std::array<std::vector<SeqLoad>, 4> batch;
+  std::array<StepTime, 4> step;
   std::array<double, 4> per_row{};
   for (Layout l : kAllLayouts) {
     const size_t i = index_of(l);
     batch[i] = next_step_shape(s, l);
     for (const SeqLoad& q : batch[i]) f.rows[i] += q.rows;
-    f.step_s[i] = predict_step(cfg_, l, ranks_, batch[i], profile_).total_s;
+    step[i] = predict_step(cfg_, l, ranks_, batch[i], profile_);
+    f.step_s[i] = step[i].total_s;
     per_row[i] = f.rows[i] > 0 ? f.step_s[i] / static_cast<double>(f.rows[i]) : 0.0;
     if (std::string e = layout_split_error(cfg_, l, ranks_); !e.empty()) f.infeasible[i] = e;
     else if (l != ctx.current) {
@@ -151,9 +150,8 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
         if (l == *f.best) why = line + fmt::format(" (inside the {:.0f}% margin)", opt_.margin * 100);
         continue;
       }
-      const StepTime dest = predict_step(cfg_, l, ranks_, batch[i], profile_);
       const SwitchCost sw = predict_switch(cfg_, ctx.current, l, ranks_, live, profile_.weight_elem_bytes,
-                                           profile_.kv_elem_bytes, dest.per_layer_s(), profile_);
+                                           profile_.kv_elem_bytes, step[i].per_layer_s(), profile_);
       const double net = gain - sw.exposed_s;
       const std::string full = line + fmt::format(", switch {} ms exposed, horizon {} steps", ms(sw.exposed_s), f.horizon_steps);
       if (net <= 0) {
@@ -176,10 +174,7 @@ std::optional<Layout> AutoLayoutPolicy::decide(const LayoutContext& ctx) {
     }
   }
   const double host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (to) {
-    spdlog::info("{} (decided in {:.3f} ms)", f.decision, host_s * 1e3);
-    if (listener_) listener_({ctx.current, *to, reason_, f.decision});
-  }
+  if (to) spdlog::info("{} (decided in {:.3f} ms)", f.decision, host_s * 1e3);
   forecast_ = std::move(f);
   return to;
 }

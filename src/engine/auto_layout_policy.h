@@ -5,7 +5,6 @@
 // by the margin and its gain over the horizon exceeds the switch's exposed cost (cost/switch_cost.h).
 // The engine and the simulator (sim/) use this one implementation.
 #include <array>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,14 +32,9 @@ struct LayoutForecast {
   std::optional<Layout> best;                 // the fastest feasible
   double switch_exposed_s = 0;                // of the switch to `best`
   int64_t horizon_steps = 0;
-  std::string decision;                       // "stay: ...", or the switch line as logged
-};
-
-// A decision that was taken, for the log and /metrics.
-struct LayoutDecision {
-  Layout from = Layout::TP, to = Layout::TP;
-  std::string reason;  // faster, or capacity (the target admits more of the waiting requests)
-  std::string line;    // "layout tp -> cp: 41.2 -> 27.9 ms/step predicted, switch 3.1 ms exposed, horizon 120 steps"
+  // "stay: ...", or the switch as logged: "layout tp -> cp: 41.2 -> 27.9 ms/step predicted, switch 3.1 ms
+  // exposed, horizon 120 steps"; /metrics counts switches by the policy's reason()
+  std::string decision;
 };
 
 // The batch the scheduler would run next in `layout`: running requests first, then the waiting ones in
@@ -60,8 +54,6 @@ class AutoLayoutPolicy : public LayoutPolicy {
 
   const LayoutForecast& forecast() const { return forecast_; }
   const CostProfile& profile() const { return profile_; }
-  // Called for every decision to switch (the server counts them by direction and reason).
-  void set_decision_listener(std::function<void(const LayoutDecision&)> f) { listener_ = std::move(f); }
 
  private:
   CostProfile profile_;
@@ -72,7 +64,6 @@ class AutoLayoutPolicy : public LayoutPolicy {
   std::array<int64_t, 4> refused_until_{};
   int64_t last_switch_step_ = -1000000;
   std::string reason_ = "faster";  // of the last switch decided: faster, or capacity (a larger batch fits)
-  std::function<void(const LayoutDecision&)> listener_;
 };
 
 }  // namespace splash

@@ -34,14 +34,8 @@ std::unique_ptr<LayoutPolicy> make_inner_policy(const ModelConfig& cfg, const En
   return std::make_unique<FixedLayoutPolicy>();
 }
 
-// auto starts in the first layout the heads split for (TP where they do).
 EngineOptions with_auto_start(const ModelConfig& cfg, EngineOptions opt) {
-  if (!opt.auto_layout) return opt;
-  for (Layout l : kAllLayouts)
-    if (layout_split_error(cfg, l, opt.group.ranks).empty()) {
-      opt.group.layout = l;
-      break;
-    }
+  if (opt.auto_layout) opt.group.layout = first_layout_that_splits(cfg, opt.group.ranks);
   return opt;
 }
 
@@ -85,18 +79,12 @@ std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const En
   return group;
 }
 
-std::vector<LiveRequest> Engine::live_requests() const {
-  std::vector<LiveRequest> live;
-  for (const Request* r : scheduler_.running_requests()) live.push_back({r->id, r->owner, r->computed});
-  return live;
-}
-
 void Engine::consult_layout_policy() {
   if (switcher_->in_transit()) return;  // the step that carries it comes first
   const std::optional<Layout> to = policy_->decide({stats_.steps, switcher_->layout(), scheduler_});
   if (!to || *to == switcher_->layout()) return;
   const std::optional<std::string> refused =
-      switcher_->begin(*to, live_requests(), stats_.steps, std::nullopt, policy_->reason());
+      switcher_->begin(*to, scheduler_.live(), stats_.steps, std::nullopt, policy_->reason());
   if (!refused) scheduler_.set_layout(*to);
   policy_->on_result(*to, refused, stats_.steps);
 }

@@ -97,7 +97,6 @@ class Engine {
   void set_layout_auto();
   // The transition-aware scheduler, when the engine runs one (null otherwise).
   const AutoLayoutPolicy* auto_policy() const;
-  AutoLayoutPolicy* auto_policy() { return const_cast<AutoLayoutPolicy*>(std::as_const(*this).auto_policy()); }
   // Whether an outside request pinned the layout (POST /layout), so the scheduler is not asked.
   bool layout_pinned() const { return policy_->pinned(); }
   // Pins the current layout as if an outside request had named it.
@@ -137,7 +136,6 @@ class Engine {
   // After a failed step: each request of the batch runs alone, so that a fault confined to one request
   // fails that request only (an internal error), and the others go on.
   std::vector<RequestOutput> run_alone(const StepPlan& plan, const std::vector<Request*>& batch);
-  std::vector<LiveRequest> live_requests() const;
 
   ModelSource model_;
   EngineOptions opt_;

@@ -10,6 +10,12 @@ Scheduler::Scheduler(SchedulerOptions opt, KvCacheManager& kv, Layout layout) : 
   SPLASH_CHECK(opt_.max_batched_tokens > 0 && opt_.prefill_chunk > 0 && opt_.max_running > 0, "scheduler options");
 }
 
+std::vector<LiveRequest> Scheduler::live() const {
+  std::vector<LiveRequest> live;
+  for (const Request* r : running_) live.push_back({r->id, r->owner, r->computed});
+  return live;
+}
+
 void Scheduler::add(Request* r) {
   r->state = RequestState::Waiting;
   waiting_.push_back(r);

@@ -9,6 +9,7 @@
 #include "engine/request.h"
 #include "plan/step_plan.h"
 #include "kv/kv_cache_manager.h"
+#include "switch/kv_moves.h"
 
 namespace splash {
 
@@ -42,6 +43,8 @@ class Scheduler {
   // Requests in flight, admission order (the owners a switch into DP or DOP uses).
   const std::vector<Request*>& running_requests() const { return running_; }
   const std::deque<Request*>& waiting_requests() const { return waiting_; }
+  // The running requests' histories (ids, owners, cached positions): what a layout switch moves.
+  std::vector<LiveRequest> live() const;
   const SchedulerOptions& options() const { return opt_; }
   const KvCacheManager& kv() const { return kv_; }
   // True when a request that needs `tokens` could ever fit the group's pool (checked at admission).

@@ -79,6 +79,12 @@ std::string layout_split_error(const ModelConfig& c, Layout layout, int T) {
                      "T = {}: {})", layout_name(layout), c.num_attention_heads, T, T, fit);
 }
 
+Layout first_layout_that_splits(const ModelConfig& c, int T) {
+  for (Layout l : kAllLayouts)
+    if (layout_split_error(c, l, T).empty()) return l;
+  return Layout::DP;  // replicated layouts always split
+}
+
 std::string fitting_layouts(const ModelConfig& c, const MemoryInputs& in) {
   std::string fit;
   for (Layout l : kAllLayouts)

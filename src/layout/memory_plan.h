@@ -49,6 +49,8 @@ LayoutMemory plan_layout(const ModelConfig& cfg, Layout layout, const MemoryInpu
 int64_t kv_pages_per_rank(const ModelConfig& cfg, const LayoutMemory& m, int page_size, int64_t kv_elem_bytes);
 // Why a layout cannot run at T (heads or experts that do not split), or empty.
 std::string layout_split_error(const ModelConfig& cfg, Layout layout, int ranks);
+// The first layout whose heads split over T ranks (TP where they do): where auto starts.
+Layout first_layout_that_splits(const ModelConfig& cfg, int ranks);
 // The layouts that fit these inputs, comma-separated ("none" when none does).
 std::string fitting_layouts(const ModelConfig& cfg, const MemoryInputs& in);
 

@@ -17,6 +17,11 @@ namespace splash {
 // Auto: expanded for prefill chunks, absorbed for decode rows. DOP always attends absorbed.
 enum class AttnForm { Auto, Expanded, Absorbed };
 
+// Whether a sequence with `n_new` rows this step attends in the expanded form.
+inline bool attends_expanded(Layout layout, AttnForm form, int64_t n_new) {
+  return layout != Layout::DOP && (form == AttnForm::Expanded || (form == AttnForm::Auto && n_new > 1));
+}
+
 struct StepSeq {
   int64_t id = 0;
   int owner = 0;       // the rank that holds the request's KV in DP-attention and DOP

@@ -7,8 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
-#include "core/sample_stats.h"
-#include "cost/switch_cost.h"
 #include "layout/memory_plan.h"
 #include "engine/rank_group.h"
 #include "plan/step_plan.h"
@@ -16,12 +14,6 @@
 
 namespace splash {
 namespace {
-
-std::vector<LiveRequest> live_of(const Scheduler& s) {
-  std::vector<LiveRequest> live;
-  for (const Request* r : s.running_requests()) live.push_back({r->id, r->owner, r->computed});
-  return live;
-}
 
 // The switch the engine's LayoutSwitcher would make, on the page accounting alone: planned by the same
 // schedule_switch (refused when it does not fit), its held pages returned after the step that carries it.
@@ -51,9 +43,7 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
   if (opt.auto_layout) policy = std::make_unique<AutoLayoutPolicy>(opt.profile, cfg, T, opt.policy);
 
   std::vector<std::unique_ptr<Request>> reqs;
-  std::vector<size_t> order(trace.size());
-  for (size_t i = 0; i < trace.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return trace[a].arrival_s < trace[b].arrival_s; });
+  const std::vector<size_t> order = arrival_order(trace);
   SimResult res;
   res.requests = static_cast<int64_t>(trace.size());
   Layout layout = opt.layout;
@@ -82,13 +72,9 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
     if (policy && !carried) {
       if (std::optional<Layout> to = policy->decide({step, layout, sched}); to && *to != layout) {
         auto sw = std::make_unique<SimSwitch>();
-        const std::vector<LiveRequest> live = live_of(sched);
-        std::optional<std::string> refused = schedule_switch(kv, layout, *to, live, sw->schedule);
+        std::optional<std::string> refused = schedule_switch(kv, layout, *to, sched.live(), sw->schedule);
         if (!refused) {
-          const std::vector<SeqLoad> shape = next_step_shape(sched, *to);
-          const StepTime dest = predict_step(cfg, *to, T, shape, opt.profile);
-          sw->exposed_s = predict_switch(cfg, layout, *to, T, live, opt.profile.weight_elem_bytes,
-                                         opt.profile.kv_elem_bytes, dest.per_layer_s(), opt.profile).exposed_s;
+          sw->exposed_s = policy->forecast().switch_exposed_s;  // priced by the policy as it decided
           res.decisions.push_back(policy->forecast().decision);
           layout = *to;
           sched.set_layout(layout);
@@ -123,7 +109,6 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
       r.computed += s.n_new;
       if (!s.logits) continue;
       r.output.push_back(0);
-      ++res.output_tokens;
       if (r.first_token < 0) r.first_token = now;
       if (static_cast<int64_t>(r.output.size()) >= r.params.max_tokens || r.length() >= cfg.max_position_embeddings) {
         r.finished_at = now;
@@ -133,18 +118,10 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
   }
   res.steps = step;
   res.preemptions = sched.preemptions();
-  std::vector<double> ttft, tpot;
-  double first = trace.empty() ? 0 : trace[order.front()].arrival_s, last = first;
-  for (const auto& r : reqs) {
-    ttft.push_back((r->first_token - r->arrival) * 1e3);
-    if (r->output.size() > 1) tpot.push_back((r->finished_at - r->first_token) * 1e3 / static_cast<double>(r->output.size() - 1));
-    last = std::max(last, r->finished_at);
-  }
-  res.total_s = last - first;
-  res.output_tok_s = res.total_s > 0 ? static_cast<double>(res.output_tokens) / res.total_s : 0;
-  res.ttft_p50_ms = quantile(ttft, 0.5);
-  res.ttft_p99_ms = quantile(ttft, 0.99);
-  res.tpot_p50_ms = quantile(tpot, 0.5);
+  std::vector<RequestTimes> times;
+  for (const auto& r : reqs)
+    times.push_back({r->arrival, r->first_token, r->finished_at, static_cast<int64_t>(r->output.size())});
+  static_cast<TraceStats&>(res) = summarize(times);
   return res;
 }
 

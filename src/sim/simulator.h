@@ -10,7 +10,7 @@
 #include "cost/cost_profile.h"
 #include "engine/auto_layout_policy.h"
 #include "engine/scheduler.h"
-#include "trace/trace_request.h"
+#include "trace/trace_stats.h"
 
 namespace splash {
 
@@ -26,11 +26,8 @@ struct SimOptions {
   int64_t kv_pages = 0;  // per rank
 };
 
-struct SimResult {
-  double total_s = 0;       // first arrival to last finish, virtual
-  double output_tok_s = 0;
-  double ttft_p50_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0;
-  int64_t switches = 0, refused = 0, steps = 0, preemptions = 0, output_tokens = 0, requests = 0;
+struct SimResult : TraceStats {  // on the virtual clock
+  int64_t switches = 0, refused = 0, steps = 0, preemptions = 0, requests = 0;
   double switch_exposed_s = 0;  // summed over the switches
   std::vector<std::string> decisions;  // the policy's switch lines, in order
 };

@@ -23,7 +23,8 @@ std::string lacks(int r, int64_t pages, int64_t id, int layer, Layout to, int64_
 // per layer, and the destination tables as they are built.
 class Planner {
  public:
-  Planner(KvCacheManager& kv, SwitchSchedule& s)
+  // Reads the manager only; run() takes the one it changes.
+  Planner(const KvCacheManager& kv, SwitchSchedule& s)
       : kv_(kv), s_(s), T_(kv.ranks()), L_(kv.layers()), wp_(weight_primitive(s.from, s.to, T_)),
         ranks_(static_cast<size_t>(T_)) {
     for (int r = 0; r < T_; ++r) {
@@ -78,7 +79,8 @@ class Planner {
 
   // Takes and frees the pages; on failure (no contiguous run after all, or pages another request shares)
   // gives back what it changed and returns why.
-  std::optional<std::string> run() {
+  std::optional<std::string> run(KvCacheManager& kv) {
+    out_ = &kv;
     for (Rank& rk : ranks_) {
       rk.next.resize(rk.moving.size());
       for (size_t k : rk.allocating) rk.next[k].layers.resize(static_cast<size_t>(L_));
@@ -111,7 +113,7 @@ class Planner {
   };
 
   std::optional<std::string> layer(int l, int r) {
-    PagePool& pool = kv_.pool(r);
+    PagePool& pool = out_->pool(r);
     Rank& rk = ranks_[r];
     const int64_t R = kv_.replica_pages();
     if (wp_ == Primitive::AllGather) {
@@ -147,12 +149,12 @@ class Planner {
       for (size_t k = 0; k < rk.moving.size(); ++k) {
         const LiveRequest& q = s_.live[rk.moving[k]];
         rk.next[k].tokens = held_tokens(s_.to, r, T_, q.owner, q.context);
-        kv_.set(r, q.id, std::move(rk.next[k]));
-        s_.requests[r][rk.moving[k]].dst = kv_.snapshot(r, q.id);
+        out_->set(r, q.id, std::move(rk.next[k]));
+        s_.requests[r][rk.moving[k]].dst = out_->snapshot(r, q.id);
       }
       if (wp_ != Primitive::Keep)
-        for (int l = 0; l < L_; ++l) kv_.set_replica_run(r, l, s_.replica_runs[r][l]);
-      rk.freed.hold_flushed(kv_.pool(r));
+        for (int l = 0; l < L_; ++l) out_->set_replica_run(r, l, s_.replica_runs[r][l]);
+      rk.freed.hold_flushed(out_->pool(r));
       s_.held[r] = std::move(rk.freed);
     }
   }
@@ -162,16 +164,17 @@ class Planner {
   void roll_back() {
     for (const Allocation& a : allocated_) {
       const std::vector<int32_t>& dst = ranks_[a.rank].next[a.request].layers[a.layer];
-      kv_.pool(a.rank).release(std::span<const int32_t>(dst).first(static_cast<size_t>(a.pool_pages)));
+      out_->pool(a.rank).release(std::span<const int32_t>(dst).first(static_cast<size_t>(a.pool_pages)));
     }
     for (int r = 0; r < T_; ++r) {
       for (int32_t& run : s_.replica_runs[r])
-        if (run >= 0) kv_.pool(r).release_run(std::exchange(run, -1), kv_.replica_pages());
-      ranks_[r].freed.undo(kv_.pool(r));
+        if (run >= 0) out_->pool(r).release_run(std::exchange(run, -1), kv_.replica_pages());
+      ranks_[r].freed.undo(out_->pool(r));
     }
   }
 
-  KvCacheManager& kv_;
+  const KvCacheManager& kv_;
+  KvCacheManager* out_ = nullptr;  // run()'s
   SwitchSchedule& s_;
   const int T_, L_;
   const Primitive wp_;
@@ -181,19 +184,34 @@ class Planner {
 
 }  // namespace
 
-std::optional<std::string> schedule_switch(KvCacheManager& kv, Layout from, Layout to, std::vector<LiveRequest> live,
-                                           SwitchSchedule& s) {
+namespace {
+
+SwitchSchedule empty_schedule(const KvCacheManager& kv, Layout from, Layout to, std::vector<LiveRequest> live) {
   const int T = kv.ranks();
-  s = SwitchSchedule{};
+  SwitchSchedule s;
   s.from = from;
   s.to = to;
   s.live = std::move(live);
   s.requests.assign(static_cast<size_t>(T), std::vector<RequestSwitch>(s.live.size()));
   s.replica_runs.assign(static_cast<size_t>(T), std::vector<int32_t>(static_cast<size_t>(kv.layers()), -1));
   s.held.resize(static_cast<size_t>(T));
+  return s;
+}
+
+}  // namespace
+
+std::optional<std::string> schedule_switch(KvCacheManager& kv, Layout from, Layout to, std::vector<LiveRequest> live,
+                                           SwitchSchedule& s) {
+  s = empty_schedule(kv, from, to, std::move(live));
   Planner p(kv, s);
   if (auto why = p.fits()) return why;
-  return p.run();
+  return p.run(kv);
+}
+
+std::optional<std::string> switch_fit_error(const KvCacheManager& kv, Layout from, Layout to,
+                                            std::vector<LiveRequest> live) {
+  SwitchSchedule s = empty_schedule(kv, from, to, std::move(live));
+  return Planner(kv, s).fits();
 }
 
 void release_switch_pages(KvCacheManager& kv, SwitchSchedule& s) {

@@ -40,6 +40,10 @@ struct SwitchSchedule {
 // Plans the page moves; on failure returns the reason and leaves `kv` as it was.
 std::optional<std::string> schedule_switch(KvCacheManager& kv, Layout from, Layout to, std::vector<LiveRequest> live,
                                            SwitchSchedule& out);
+// Why the switch would not fit, by the count schedule_switch runs before taking any page (nullopt: it
+// fits, up to a replica run the pool cannot give contiguously). Changes nothing.
+std::optional<std::string> switch_fit_error(const KvCacheManager& kv, Layout from, Layout to,
+                                            std::vector<LiveRequest> live);
 // After the switch step: returns the held pages to the pools (O(pages freed), whole lists and runs).
 void release_switch_pages(KvCacheManager& kv, SwitchSchedule& s);
 

@@ -11,6 +11,7 @@
 #include "engine/auto_layout_policy.h"
 #include "engine/engine.h"
 #include "fixture_reference.h"
+#include "flat_cost_profile.h"
 #include "model/model_source.h"
 
 namespace splash {
@@ -28,16 +29,8 @@ ModelConfig config() {
 
 // KV reads dominate (TP reads every history on every rank) unless `kv_bps` is huge.
 CostProfile profile(const ModelConfig& c, int ranks, double kv_bps) {
-  CostProfile p;
-  p.model = model_shape_key(c);
-  p.backend = "cpu";
-  p.ranks = ranks;
-  p.concurrency = ranks;
-  p.gemm_flops = {{1}, {1e9}};
-  p.absorbed_flops = {{1}, {1e12}};
-  p.expanded_flops = {{1}, {1e12}};
-  p.weight_read = {{1}, {1e30}};
-  p.mem_bps = 1e30;
+  CostProfile p = test::flat_profile(c, ranks);
+  p.absorbed_flops = p.expanded_flops = {{1}, {1e12}};
   p.kv_read_bps = kv_bps;
   return p;
 }
@@ -93,16 +86,15 @@ TEST(AutoLayoutPolicy, SwitchesToTheFastestWhenItPaysAndLogsWhy) {
   for (int i = 0; i < 4; ++i) b.add(2000, 200);
   b.prefill();
   AutoLayoutPolicy p(profile(c, 2, 1e8), c, 2);
-  std::vector<LayoutDecision> seen;
-  p.set_decision_listener([&](const LayoutDecision& d) { seen.push_back(d); });
   const std::optional<Layout> to = p.decide(b.at(10, Layout::TP));
   ASSERT_TRUE(to.has_value());
   EXPECT_NE(*to, Layout::TP);  // TP reads all four histories on each rank; the others two
   const LayoutForecast& f = p.forecast();
   EXPECT_LT(f.step_s[static_cast<size_t>(*to)], 0.9 * f.step_s[static_cast<size_t>(Layout::TP)]);
-  ASSERT_EQ(seen.size(), 1u);
-  EXPECT_NE(seen[0].line.find("ms/step predicted"), std::string::npos) << seen[0].line;
-  EXPECT_NE(seen[0].line.find("horizon"), std::string::npos) << seen[0].line;
+  EXPECT_EQ(p.reason(), "faster");
+  EXPECT_EQ(f.decision.rfind("layout tp -> ", 0), 0u) << f.decision;
+  EXPECT_NE(f.decision.find("ms/step predicted"), std::string::npos) << f.decision;
+  EXPECT_NE(f.decision.find("horizon"), std::string::npos) << f.decision;
 }
 
 TEST(AutoLayoutPolicy, HoldsInsideTheMarginAndWhenTheHorizonDoesNotPay) {
@@ -166,17 +158,13 @@ TEST(AutoLayoutPolicy, SwitchesForCapacityWhenRequestsWait) {
   b.prefill();
   ASSERT_EQ(b.sched.running(), 2u);
   AutoLayoutPolicy p(profile(c, 2, 1e30), c, 2);
-  std::vector<LayoutDecision> seen;
-  p.set_decision_listener([&](const LayoutDecision& d) { seen.push_back(d); });
   const std::optional<Layout> to = p.decide(b.at(10, Layout::TP));
   const LayoutForecast& f = p.forecast();
   EXPECT_GT(f.rows[static_cast<size_t>(Layout::DOP)], f.rows[static_cast<size_t>(Layout::TP)]);
   ASSERT_TRUE(to.has_value()) << f.decision;
   EXPECT_NE(*to, Layout::TP);
-  ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0].reason, "capacity");
   EXPECT_EQ(p.reason(), "capacity");
-  EXPECT_NE(seen[0].line.find("KV capacity"), std::string::npos) << seen[0].line;
+  EXPECT_NE(f.decision.find("KV capacity"), std::string::npos) << f.decision;
 }
 
 TEST(AutoLayoutPolicy, OneRankHasNothingToDecide) {

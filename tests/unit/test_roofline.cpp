@@ -77,7 +77,9 @@ TEST(Roofline, PrefillChunkAfterCachedTokensReexpandsThemUnlessAbsorbed) {
   CostSetup absorbed;
   absorbed.form = AttnForm::Absorbed;
   expect_rel(step_cost(cfg, absorbed, {&chunk, 1}).flops, linear + L * 2 * H * (C + dr + C) * pairs);
-  EXPECT_FALSE(attends_expanded(CostSetup{Layout::DOP, 2, 2, 2, AttnForm::Auto}, chunk));  // DOP: always absorbed
+  EXPECT_FALSE(attends_expanded(Layout::DOP, AttnForm::Auto, chunk.n_new));  // DOP: always absorbed
+  EXPECT_TRUE(attends_expanded(Layout::CP, AttnForm::Auto, chunk.n_new));
+  EXPECT_FALSE(attends_expanded(Layout::TP, AttnForm::Auto, 1));  // decode rows: absorbed
   // A step without logits rows does not read lm_head.
   expect_rel(step_cost(cfg, CostSetup{}, {&chunk, 1}).weight_bytes, (total_params - V * d - lm_head) * 2);
 }

@@ -10,6 +10,7 @@
 #include "cost/cost_profile.h"
 #include "cost/step_cost.h"
 #include "cost/switch_cost.h"
+#include "flat_cost_profile.h"
 
 namespace splash {
 namespace {
@@ -24,19 +25,7 @@ ModelConfig small_config(int layers = 1) {
                             "test");
 }
 
-CostProfile flat_profile(int ranks, const ModelConfig& cfg) {
-  CostProfile p;
-  p.model = model_shape_key(cfg);
-  p.backend = "cpu";
-  p.ranks = ranks;
-  p.concurrency = ranks;
-  p.gemm_flops = {{1}, {1e9}};
-  p.absorbed_flops = {{1}, {1e9}};
-  p.expanded_flops = {{1}, {1e9}};
-  p.weight_read = {{1}, {1e30}};
-  p.kv_read_bps = p.mem_bps = 1e30;
-  return p;
-}
+CostProfile flat_profile(int ranks, const ModelConfig& cfg) { return test::flat_profile(cfg, ranks); }
 
 // Two decoding requests of 100 tokens, one owned by each rank.
 std::vector<SeqLoad> two_decodes() { return {{100, 1, 0}, {100, 1, 1}}; }

@@ -147,6 +147,11 @@ TEST(SwitchSchedule, RefusalsNameTheShortfallAndChangeNothing) {
     const std::vector<LiveRequest> live = {{0, 0, 20}, {1, 1, 20}};
     grow_all(kv, live, Layout::TP);  // 10 pages x 3 layers of 40
     const State before = state(kv, live);
+    // The dry count (what the layout policy asks) refuses alike and changes nothing either.
+    EXPECT_EQ(switch_fit_error(kv, Layout::TP, Layout::DP, live),
+              "rank 0 has no run of 8 free pages for layer 1's projection replica (7 pages free)");
+    EXPECT_EQ(state(kv, live), before);
+    EXPECT_FALSE(switch_fit_error(kv, Layout::TP, Layout::DOP, live).has_value());
     SwitchSchedule s;
     const auto why = schedule_switch(kv, Layout::TP, Layout::DP, live, s);
     ASSERT_TRUE(why.has_value());

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "trace/builtin_traces.h"
+#include "trace/trace_stats.h"
 #include "trace/trace_file.h"
 
 namespace splash {
@@ -224,6 +225,26 @@ TEST(TraceFile, BadLinesNameTheLineAndTheField) {
 TEST(TraceFile, MissingOrEmptyFileIsAUserError) {
   EXPECT_THROW(load_trace_file("/nonexistent/trace.jsonl", 512, 0), UserError);
   EXPECT_THROW(load_trace_file(write_file("splash_trace_empty.jsonl", "\n\n").string(), 512, 0), UserError);
+}
+
+}  // namespace
+}  // namespace splash
+
+namespace splash {
+namespace {
+
+// The figures bench trace and simulate both report, on a hand-made pair of requests.
+TEST(TraceStats, SummarizesRequestTimes) {
+  const std::vector<RequestTimes> times = {{0.0, 0.5, 2.5, 3}, {1.0, 1.2, 1.2, 1}};
+  const TraceStats s = summarize(times);
+  EXPECT_DOUBLE_EQ(s.total_s, 2.5);  // first arrival to last finish
+  EXPECT_EQ(s.output_tokens, 4);
+  EXPECT_DOUBLE_EQ(s.output_tok_s, 4 / 2.5);
+  EXPECT_NEAR(s.ttft_p99_ms, 500, 1e-9);
+  EXPECT_NEAR(s.tpot_p50_ms, 1000, 1e-9);  // only the request with 2+ tokens: (2.5 - 0.5) / 2
+  EXPECT_EQ(summarize({}).total_s, 0);
+  const std::vector<TraceRequest> trace = {{2.0, {5}, 1}, {0.5, {5}, 1}, {2.0, {6}, 1}};
+  EXPECT_EQ(arrival_order(trace), (std::vector<size_t>{1, 0, 2}));  // stable among equal arrivals
 }
 
 }  // namespace

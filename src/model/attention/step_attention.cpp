@@ -7,14 +7,6 @@
 #include "core/upload.h"
 
 namespace splash {
-namespace {
-
-bool attends_expanded(const StepPlan& plan, const StepSeq& s) {
-  return plan.layout != Layout::DOP && (plan.form == AttnForm::Expanded || (plan.form == AttnForm::Auto && s.n_new > 1));
-}
-
-}  // namespace
-
 StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int layers) : page_size_(plan.page_size) {
   const int T = plan.ranks, L = layers;
   SPLASH_CHECK(static_cast<int>(plan.pages.size()) == T && rank < T, "plan for {} ranks on rank {}", plan.pages.size(), rank);
@@ -50,7 +42,7 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
     const StepSeq& s = plan.seqs[si];
     const int64_t pos = plan.positions[n];
     attended_pos.push_back(static_cast<int32_t>(pos));
-    (attends_expanded(plan, s) ? e_idx : a_idx).push_back(static_cast<int32_t>(a));
+    (attends_expanded(plan.layout, plan.form, s.n_new) ? e_idx : a_idx).push_back(static_cast<int32_t>(a));
     if (!holds_position(plan.layout, rank, T, s.owner, pos)) continue;
     const int64_t local = held_tokens(plan.layout, rank, T, s.owner, pos);
     for (int l = 0; l < L; ++l) store[l * A + a] = pages_of(si).slot(l, local, page_size_);
