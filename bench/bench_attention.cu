@@ -2,7 +2,9 @@
 // own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
-// than a few L2s are rotated so that repeated runs do not measure the cache.
+// than a few L2s are rotated so that repeated runs do not measure the cache. Last, the generic kernels
+// (every shape) run next to the specialized ones at the shapes those are built for, and alone at shapes
+// only they run.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/mla_attention.cuh"
@@ -191,6 +194,89 @@ void bench_prefill(double gemm) {
   }
 }
 
+// Absorbed decode of B rows at ctx tokens each (pages of 64, scattered): the specialized kernel's time
+// (0 where the shape has none) and the generic kernel's, on the same inputs.
+std::pair<double, double> time_absorbed(int H, int C, int dr, int B, int ctx, bool has_specialized) {
+  constexpr int kPage = 64;
+  const int W = C + dr, seq_pages = ctx / kPage;
+  Tensor pool = device(DType::BF16, {int64_t{B} * seq_pages, kPage, W});
+  randomize(pool, 10);
+  std::vector<int32_t> ids(static_cast<size_t>(B) * seq_pages);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(11));
+  std::vector<int32_t> seq(B), len(B, ctx);
+  std::iota(seq.begin(), seq.end(), 0);
+  splash::PagedKv kv{pool, upload_i32(ids, {B, seq_pages}), upload_i32(seq, {B}), upload_i32(len, {B})};
+  Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}), lse = device(DType::F32, {B, H});
+  randomize(q, 12);
+  const float scale = 0.1352f;
+  double special = 0.0;
+  if (has_specialized)
+    special = median_ms(2, 9, [&](int) { splash::cuda::absorbed_attention(out, lse, q, kv, scale, nullptr); });
+  const double generic =
+      median_ms(2, 9, [&](int) { splash::cuda::absorbed_attention_generic(out, lse, q, kv, scale, nullptr); });
+  return {special, generic};
+}
+
+// Causal expanded prefill of one sequence of T tokens, as time_absorbed.
+std::pair<double, double> time_expanded(int H, int dn, int dr, int dv, int T, bool has_specialized) {
+  Tensor q = device(DType::BF16, {T, H, dn + dr}), kv = device(DType::BF16, {T, H, dn + dv});
+  Tensor lat = device(DType::BF16, {T, 512 + dr}), out = device(DType::BF16, {T, H, dv}),
+         lse = device(DType::F32, {T, H});
+  randomize(q, 13);
+  randomize(kv, 14);
+  randomize(lat, 15);
+  std::vector<int32_t> start(T, 0), len(T);
+  std::iota(len.begin(), len.end(), 1);
+  Tensor row_start = upload_i32(start, {T}), row_len = upload_i32(len, {T});
+  const Tensor k_nope = kv.slice(2, 0, dn), k_pe = lat.slice(1, 512, 512 + dr), v = kv.slice(2, dn, dn + dv);
+  double special = 0.0;
+  if (has_specialized)
+    special = median_ms(1, 5, [&](int) {
+      splash::cuda::expanded_attention(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f, nullptr);
+    });
+  const double generic = median_ms(1, 5, [&](int) {
+    splash::cuda::expanded_attention_generic(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f, nullptr);
+  });
+  return {special, generic};
+}
+
+void print_generic_row(const char* form, const char* shape, std::pair<double, double> ms, double flops) {
+  if (ms.first > 0)
+    std::printf("%-9s %-36s %11.3f %11.3f %7.2fx %9.0f\n", form, shape, ms.first, ms.second, ms.second / ms.first,
+                flops / ms.second / 1e9);
+  else
+    std::printf("%-9s %-36s %11s %11.3f %8s %9.0f\n", form, shape, "-", ms.second, "-", flops / ms.second / 1e9);
+}
+
+void bench_generic() {
+  std::printf("\ngeneric kernels (any shape) next to the specialized ones; ratio = generic / specialized time\n");
+  std::printf("%-9s %-36s %11s %11s %8s %9s\n", "form", "shape", "special_ms", "generic_ms", "ratio", "gen_TFLOPs");
+  constexpr int B = 64, ctx = 4096;
+  struct Absorbed {
+    int H, C, dr;
+    bool specialized;
+    const char* name;
+  };
+  for (const Absorbed& x : {Absorbed{128, 512, 64, true, "H 128, C 512 + 64, B 64 x 4K"},
+                            Absorbed{16, 512, 64, true, "H 16, C 512 + 64, B 64 x 4K"},
+                            Absorbed{40, 256, 32, false, "H 40, C 256 + 32, B 64 x 4K (MiniCPM3)"}}) {
+    const double flops = 2.0 * B * x.H * static_cast<double>(ctx) * (2 * x.C + x.dr);
+    print_generic_row("absorbed", x.name, time_absorbed(x.H, x.C, x.dr, B, ctx, x.specialized), flops);
+  }
+  constexpr int T = 4096;
+  struct Expanded {
+    int H, dn, dr, dv;
+    bool specialized;
+    const char* name;
+  };
+  for (const Expanded& x : {Expanded{128, 128, 64, 128, true, "H 128, 128/64/128, causal 4K"},
+                            Expanded{40, 64, 32, 64, false, "H 40, 64/32/64, causal 4K"}}) {
+    const double flops = 2.0 * x.H * (x.dn + x.dr + x.dv) * (static_cast<double>(T) * (T + 1) / 2);
+    print_generic_row("expanded", x.name, time_expanded(x.H, x.dn, x.dr, x.dv, T, x.specialized), flops);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -203,5 +289,6 @@ int main() {
   std::printf("limits: device-to-device copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy, gemm);
   bench_decode(copy);
   bench_prefill(gemm);
+  bench_generic();
   return 0;
 }

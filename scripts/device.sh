@@ -5,8 +5,8 @@
 #   bash scripts/device.sh prepare   # HERE, before the call: fills the two carried folders
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
-# SPLASH_STAGES picks what runs (default: all, in this order): build tests checks multinode ops attention
-# calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# SPLASH_STAGES picks what runs (default: all, in this order): build tests checks shapes onegpu sanitize
+# multinode ops attention calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks multinode ops attention calibrate scheduler e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu sanitize multinode ops attention calibrate scheduler e2e switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -111,35 +111,38 @@ fi
 
 # ---- checks: logits and greedy continuations against transformers' reference, bf16 tolerance ----
 FIX=.device-fixtures/tiny-mla-a
+# A walk through all 12 switch directions under load.
+WALK='step=3:dp,step=11:cp,step=19:dop,step=27:tp,step=35:cp,step=43:dp,step=51:dop,step=59:cp,step=67:tp,step=75:dop,step=83:dp,step=91:tp'
+# The same walk two steps apart, for short runs.
+WALK_FAST='step=2:dp,step=4:cp,step=6:dop,step=8:tp,step=10:cp,step=12:dp,step=14:dop,step=16:cp,step=18:tp,step=20:dop,step=22:dp,step=24:tp'
+# The fixture prompts as generate input (greedy, 24 tokens each).
+python3 - "$FIX" > "$LOG/fixture_prompts.jsonl" <<'PY'
+import json, struct, sys
+f = open(sys.argv[1] + "/reference.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+for k in sorted(int(x[1:].split(".")[0]) for x in h if x.endswith(".input_ids")):
+  m = h[f"p{k}.input_ids"]; f.seek(8 + n + m["data_offsets"][0])
+  ids = list(struct.unpack(f"<{m['shape'][0]}q", f.read(8 * m["shape"][0])))
+  print(json.dumps({"input_ids": ids, "max_tokens": 24, "temperature": 0, "ignore_eos": True}))
+PY
 # --replay-routing: the engine uses the reference's expert choices, so that only bf16 arithmetic differs
 # (the fixture's router is nearly tied; routing itself is verified by splash_cuda_tests).
-check() {  # name, extra args
-  local name=$1; shift
+check() {  # name, model, extra args
+  local name=$1 model=$2; shift 2
   t0=$SECONDS
-  timeout 120 ./$BUILD/splash check --model $FIX --backend cuda --greedy-margin 0.05 --replay-routing --log-level warn "$@" > "$LOG/check_$name.log" 2>&1
+  timeout 120 ./$BUILD/splash check --model "$model" --backend cuda --greedy-margin 0.05 --replay-routing --log-level warn "$@" > "$LOG/check_$name.log" 2>&1
   local rc=$?
   tail -9 "$LOG/check_$name.log"
   row "check $name" "rc=$rc $(grep -E 'PASS|FAIL' "$LOG/check_$name.log" | tail -1 | cut -c1-80) ($((SECONDS - t0)) s)"
 }
 if want checks; then
-  check T1_auto
-  check T1_absorbed_chunk7 --attn-form absorbed --prefill-chunk 7
+  check T1_auto $FIX
+  check T1_absorbed_chunk7 $FIX --attn-form absorbed --prefill-chunk 7
   if [ "$T" -ge 2 ]; then
-    for l in tp dp cp dop; do check "T${T}_$l" --ranks "$T" --attn-layout $l --prefill-chunk 7; done
-    # A walk through all 12 switch directions under load, overlapped and blocking.
-    WALK='step=3:dp,step=11:cp,step=19:dop,step=27:tp,step=35:cp,step=43:dp,step=51:dop,step=59:cp,step=67:tp,step=75:dop,step=83:dp,step=91:tp'
-    check "T${T}_switch_walk_overlapped" --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
-    check "T${T}_switch_walk_blocking" --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
+    for l in tp dp cp dop; do check "T${T}_$l" $FIX --ranks "$T" --attn-layout $l --prefill-chunk 7; done
+    check "T${T}_switch_walk_overlapped" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+    check "T${T}_switch_walk_blocking" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
   fi
   # Batch invariance of greedy decoding: the fixture prompts batched and one at a time give the same tokens.
-  python3 - "$FIX" > "$LOG/fixture_prompts.jsonl" <<'PY'
-import json, struct, sys
-f = open(sys.argv[1] + "/reference.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-for k in sorted(int(x[1:].split(".")[0]) for x in h if x.endswith(".input_ids")):
-    m = h[f"p{k}.input_ids"]; f.seek(8 + n + m["data_offsets"][0])
-    ids = list(struct.unpack(f"<{m['shape'][0]}q", f.read(8 * m["shape"][0])))
-    print(json.dumps({"input_ids": ids, "max_tokens": 24, "temperature": 0, "ignore_eos": True}))
-PY
   for mode in batched single; do
     extra=(); [ $mode = single ] && extra=(--max-running-requests 1)
     timeout 90 ./$BUILD/splash generate --model $FIX --backend cuda --input "$LOG/fixture_prompts.jsonl" \
@@ -151,6 +154,94 @@ a = [json.loads(l)["output_ids"] for l in open(sys.argv[1])]; b = [json.loads(l)
 print(f"{sum(x == y for x, y in zip(a, b))}/{len(a)} prompts identical batched vs one at a time")
 PY
   row "greedy batch invariance (cuda)" "$(cat "$LOG/batch_invariance.txt")"
+fi
+
+# ---- shapes: random valid MLA checkpoints (transformers' reference) through `splash check` (issue 16) ----
+# Each is checked on the CPU backend (f32, tolerance 1e-4: the model code for that shape) and on the GPU
+# (bf16, routing replayed); those whose heads split four ways also at T = 2 and 4 ranks on this one GPU.
+if want shapes; then
+  CKPTS=$ROOT/build-device/checkpoints
+  rm -rf "$CKPTS"
+  SEED=${SPLASH_SHAPES_SEED:-16}
+  t0=$SECONDS
+  { python3 scripts/make_checkpoints.py "$CKPTS" --count "${SPLASH_SHAPES:-6}" --seed "$SEED" &&
+    python3 scripts/make_checkpoints.py "$CKPTS" --count 2 --seed $((SEED + 1)) --heads-multiple-of 4; } \
+    > "$LOG/make_checkpoints.log" 2>&1
+  row "make random checkpoints" "rc=$? ($((SECONDS - t0)) s)"
+  grep '^random-' "$LOG/make_checkpoints.log"
+  for d in "$CKPTS"/random-*; do
+    n=$(basename "$d")
+    t0=$SECONDS
+    timeout 300 ./$BUILD/splash check --model "$d" --backend cpu --log-level warn > "$LOG/check_${n}_cpu.log" 2>&1
+    row "check $n cpu" "rc=$? $(grep -E 'PASS|FAIL' "$LOG/check_${n}_cpu.log" | tail -1 | cut -c1-60) ($((SECONDS - t0)) s)"
+    check "${n}_T1" "$d"
+    heads=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_attention_heads'])" "$d/config.json")
+    if [ $((heads % 4)) = 0 ]; then
+      check "${n}_T2_tp" "$d" --ranks 2 --ranks-per-gpu 2 --attn-layout tp
+      check "${n}_T4_walk" "$d" --ranks 4 --ranks-per-gpu 4 --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+      # The server under concurrent load through the 12 switches (its router is not replayed).
+      t0=$SECONDS
+      timeout 300 python3 scripts/server_switch_check.py ./$BUILD/splash "$d" --backend cuda --ranks 2 --ranks-per-gpu 2 \
+        --kv-pages 512 > "$LOG/server_switch_$n.log" 2>&1
+      row "server 12 switches $n T=2" "rc=$? $(tail -1 "$LOG/server_switch_$n.log" | cut -c1-70) ($((SECONDS - t0)) s)"
+    fi
+  done
+fi
+
+# ---- onegpu: every multi-rank path with T ranks on one GPU (device-local communicator, issue 16) ----
+if want onegpu; then
+  for t in 2 4 8; do
+    for l in tp dp cp dop; do check "1gpu_T${t}_$l" $FIX --ranks $t --ranks-per-gpu $t --attn-layout $l --prefill-chunk 7; done
+  done
+  for t in 2 4; do
+    check "1gpu_T${t}_walk_overlapped" $FIX --ranks $t --ranks-per-gpu $t --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+    check "1gpu_T${t}_walk_blocking" $FIX --ranks $t --ranks-per-gpu $t --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
+  done
+  # Preemption: a pool too small for five prompts' growth under optimistic admission, against a roomy one.
+  head -5 "$LOG/fixture_prompts.jsonl" > "$LOG/prompts5.jsonl"
+  for pool in roomy small; do
+    extra=(); [ $pool = small ] && extra=(--page-size 16 --kv-pages 96 --admission optimistic)
+    timeout 120 ./$BUILD/splash generate --model $FIX --backend cuda --ranks 2 --ranks-per-gpu 2 --attn-layout tp \
+      --input "$LOG/prompts5.jsonl" --output "$LOG/preempt_$pool.jsonl" --log-level info "${extra[@]}" > "$LOG/preempt_$pool.log" 2>&1
+  done
+  python3 - "$LOG/preempt_roomy.jsonl" "$LOG/preempt_small.jsonl" > "$LOG/preemption.txt" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
+pre = sum(x["timings"]["preemptions"] for x in b)
+same = sum(x["output_ids"] == y["output_ids"] for x, y in zip(a, b))
+print(f"{pre} preemptions; {same}/{len(a)} outputs identical to the roomy pool's")
+PY
+  row "preemption T=2 on 1 GPU" "$(cat "$LOG/preemption.txt")"
+  # The server: concurrent requests while all 12 switches run, against the same server without switches.
+  t0=$SECONDS
+  timeout 400 python3 scripts/server_switch_check.py ./$BUILD/splash $FIX --backend cuda --ranks 2 --ranks-per-gpu 2 \
+    --kv-pages 512 > "$LOG/server_switch.log" 2>&1
+  row "server 12 switches T=2 on 1 GPU" "rc=$? $(tail -1 "$LOG/server_switch.log" | cut -c1-60) ($((SECONDS - t0)) s)"
+  tail -6 "$LOG/server_switch.log"
+fi
+
+# ---- sanitize: the overlapped switch on one GPU at T = 2 under compute-sanitizer (issue 16) ----
+# memcheck runs the whole 12-direction walk of `splash check`. racecheck and synccheck look inside each
+# kernel (shared memory hazards, barriers), so they run a short generation of one prompt that still meets
+# every kernel and switches through all 12 directions: racecheck makes each launch far slower.
+if want sanitize; then
+  SAN=(--backend cuda --ranks 2 --ranks-per-gpu 2 --attn-layout tp)
+  for tool in ${SPLASH_SANITIZERS:-memcheck racecheck synccheck}; do
+    t0=$SECONDS
+    if [ $tool = memcheck ]; then
+      timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 ./$BUILD/splash check --model $FIX "${SAN[@]}" \
+        --prefill-chunk 7 --switch "$WALK" --greedy-margin 0.05 --replay-routing --log-level warn > "$LOG/sanitize_$tool.log" 2>&1
+    else
+      sed -n 2p "$LOG/fixture_prompts.jsonl" | sed 's/"max_tokens": 24/"max_tokens": 26/' > "$LOG/one_prompt.jsonl"
+      timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 ./$BUILD/splash generate --model $FIX "${SAN[@]}" \
+        --input "$LOG/one_prompt.jsonl" --output "$LOG/sanitize_$tool.jsonl" \
+        --switch "$WALK_FAST" --log-level info > "$LOG/sanitize_$tool.log" 2>&1
+    fi
+    rc=$?
+    row "compute-sanitizer $tool T=2 walk" "rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitize_$tool.log" | tail -1 | cut -c1-50) ($((SECONDS - t0)) s)"
+    grep -E 'SUMMARY|PASS|FAIL' "$LOG/sanitize_$tool.log" | tail -3
+    echo "$(grep -c '\] switch ' "$LOG/sanitize_$tool.log") switches ran under $tool"
+  done
 fi
 
 # ---- multinode: two processes of one GPU each, NCCL ids passed over the TCP rendezvous ----

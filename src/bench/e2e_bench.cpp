@@ -14,6 +14,7 @@
 #include "bench/roofline.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/rank_placement.h"
 
 namespace splash {
 namespace {
@@ -50,8 +51,9 @@ struct LimitsUsed {
 LimitsUsed limits_for(const E2eBenchOptions& f) {
   LimitsUsed u;
   if (f.bandwidth_gbs <= 0 || f.peak_tflops <= 0) {
-    spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", f.engine.options.group.backend);
-    u.limits = measure_limits(*make_backend(f.engine.options.group.backend, 0));
+    const GroupOptions& g = f.engine.options.group;
+    spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", g.backend);
+    u.limits = measure_limits(*make_backend(g.backend, rank_devices(g.ranks, g.devices).front()));
     u.bandwidth_source = "measured: device copy, read + write";
     u.peak_source = "measured: square GEMM in the weight dtype";
   }

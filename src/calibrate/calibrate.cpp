@@ -64,13 +64,9 @@ CostProfile calibrate_profile(RankGroup& group, const CalibrateOptions& opt) {
   return p;
 }
 
-CostProfile calibrate_model(const ModelConfig& cfg, const std::string& backend, int ranks, const CalibrateOptions& opt) {
+CostProfile calibrate_model(const ModelConfig& cfg, GroupOptions g, const CalibrateOptions& opt) {
   const ModelConfig probe = probe_model_config(cfg);
-  GroupOptions g;
-  g.ranks = ranks;
   g.layout = Layout::DP;  // loads TP where the heads split, replicated where they do not
-  g.page_size = opt.page_size;
-  g.backend = backend;
   RankGroup group(probe, *make_dummy_weights(probe, 0), g);
   CostProfile p = calibrate_profile(group, opt);
   p.model = model_shape_key(cfg);

@@ -10,13 +10,13 @@ namespace splash {
 
 struct CalibrateOptions {
   bool quick = false;  // fewer points, shorter runs: a start-up calibration of a few seconds
-  int page_size = 64;  // calibrate_model's latent pages (the engine's --page-size)
 };
 
 // Measures on an existing group: per-rank figures on rank 0, the collectives across all ranks.
 // `command` is left empty (the CLI fills it).
 CostProfile calibrate_profile(RankGroup& group, const CalibrateOptions& opt);
-// Makes a group of `ranks` ranks on `backend` with the model's shapes and dummy weights, and measures on it.
-CostProfile calibrate_model(const ModelConfig& cfg, const std::string& backend, int ranks, const CalibrateOptions& opt);
+// Makes a group with the model's shapes and dummy weights, and measures on it: `group` gives the ranks,
+// their devices, the backend and the page size (the layout is chosen here).
+CostProfile calibrate_model(const ModelConfig& cfg, GroupOptions group, const CalibrateOptions& opt);
 
 }  // namespace splash

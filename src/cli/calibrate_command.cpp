@@ -6,6 +6,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calibrate/calibrate.h"
 #include "cli/engine_options.h"
@@ -62,17 +63,16 @@ int run_calibrate(const CalibrateFlags& f) {
   const std::filesystem::path dir = std::filesystem::path(f.output).parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir)) fail("--output {}: no such directory {}", f.output, dir.string());
   const ModelSource model = open_model(f.engine.model, "dummy");
-  CalibrateOptions opt;
-  opt.quick = f.quick;
-  opt.page_size = f.engine.page_size;
+  const GroupOptions group = make_group_options(f.engine);
   const auto t0 = std::chrono::steady_clock::now();
-  CostProfile p = calibrate_model(model.config, f.engine.backend, f.engine.ranks, opt);
+  CostProfile p = calibrate_model(model.config, group, CalibrateOptions{.quick = f.quick});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  p.command = fmt::format("splash calibrate --backend {} --model {} --ranks {} --page-size {}{} --output {}",
-                          f.engine.backend, f.engine.model, f.engine.ranks, f.engine.page_size,
+  const std::string placement = group.devices.empty() ? "" : fmt::format(" --devices {}", fmt::join(group.devices, ","));
+  p.command = fmt::format("splash calibrate --backend {} --model {} --ranks {}{} --page-size {}{} --output {}",
+                          group.backend, f.engine.model, group.ranks, placement, group.page_size,
                           f.quick ? " --quick" : "", f.output);
   save_profile(p, f.output);
-  fmt::print("calibrated {} on {} x {} in {:.1f} s{}\n", f.engine.model, f.engine.ranks, f.engine.backend, seconds,
+  fmt::print("calibrated {} on {} x {} in {:.1f} s{}\n", f.engine.model, group.ranks, group.backend, seconds,
              f.quick ? " (quick)" : "");
   print_profile(p);
   fmt::print("wrote {}\n", f.output);

@@ -46,11 +46,8 @@ int run_check(const CheckFlags& f) {
     ref_path = (std::filesystem::path(src.dir) / "reference.safetensors").string();
   }
   const ReferenceSet ref = load_reference(ref_path);
-  GroupOptions go;
-  go.ranks = f.engine.ranks;
+  GroupOptions go = make_group_options(f.engine);
   go.layout = parse_layout_flag(f.engine.attn_layout);
-  go.backend = f.engine.backend;
-  go.page_size = f.engine.page_size;
   CheckOptions co;
   co.prefill_chunk = f.prefill_chunk;
   co.form = parse_form_flag(f.engine.attn_form);

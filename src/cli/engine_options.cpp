@@ -16,7 +16,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--load-format", f.load_format, "auto | dummy (seeded random weights for the config)")
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "seed of dummy weights")->capture_default_str();
-  cmd.add_option("--ranks", f.ranks, "T: ranks (GPUs, or CPU threads) in the group")->capture_default_str();
+  CLI::Option* ranks =
+      cmd.add_option("--ranks", f.ranks, "T: ranks in the group (one GPU each unless placed otherwise, or CPU threads)")->capture_default_str();
+  add_placement_flags(cmd, ranks, f.placement);
   cmd.add_option("--attn-layout", f.attn_layout,
                  "attention layout: tp | dp | cp | dop | auto (the transition-aware scheduler follows the fastest)")
       ->capture_default_str();
@@ -46,7 +48,7 @@ void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--admission", f.admission,
                  "reserve (prompt + max_tokens must fit) | optimistic (prompt must fit; preempt when out of pages)")
       ->capture_default_str();
-  cmd.add_option("--mem-per-rank", f.mem_per_rank, "memory per rank, e.g. 512M, 80G (auto: the device's; 1G on cpu)")
+  cmd.add_option("--mem-per-rank", f.mem_per_rank, "memory per rank, e.g. 512M, 80G (auto: the device's, split evenly among the ranks on it; 1G on cpu)")
       ->capture_default_str();
   cmd.add_option("--mem-fraction", f.mem_fraction, "fraction of the memory for weights + KV")
       ->capture_default_str()->check(CLI::Range(0.01, 1.0));
@@ -88,9 +90,18 @@ int64_t parse_bytes(const std::string& s) {
   return static_cast<int64_t>(v * mult);
 }
 
+GroupOptions make_group_options(const EngineFlags& f) {
+  GroupOptions g;
+  g.ranks = f.ranks;
+  g.backend = f.backend;
+  g.page_size = f.page_size;
+  apply_placement_flags(f.placement, g);
+  return g;
+}
+
 EngineOptions make_engine_options(const EngineFlags& f) {
   EngineOptions o;
-  o.group.ranks = f.ranks;
+  o.group = make_group_options(f);
   o.auto_layout = f.attn_layout == "auto";
   o.group.layout = o.auto_layout ? Layout::TP : parse_layout_flag(f.attn_layout);  // auto: the engine picks the start
   // A fixed layout has no use for a profile (benchmarks pass one flag set to fixed and auto runs alike).
@@ -101,8 +112,6 @@ EngineOptions make_engine_options(const EngineFlags& f) {
       spdlog::info("--attn-layout auto without --cost-profile: calibrating the cost model on this group (quick)");
       return calibrate_profile(g, CalibrateOptions{.quick = true});
     };
-  o.group.backend = f.backend;
-  o.group.page_size = f.page_size;
   o.form = parse_form_flag(f.attn_form);
   o.scheduler.max_batched_tokens = f.max_batched_tokens;
   o.scheduler.prefill_chunk = f.chunked_prefill_size;

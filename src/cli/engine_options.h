@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/multinode_flags.h"
+#include "cli/placement_flags.h"
 #include "engine/layout_switcher.h"
 #include "plan/step_plan.h"
 
@@ -15,6 +16,7 @@ struct EngineFlags {
   std::string load_format = "auto";
   uint64_t seed = 0;
   int ranks = 1;
+  PlacementFlags placement;  // --ranks-per-gpu, --devices
   std::string attn_layout = "tp";  // or auto: the transition-aware scheduler
   std::string cost_profile;        // auto: the profile from `splash calibrate` (else measured at start-up)
   std::string backend = "cpu";
@@ -40,6 +42,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f);
 void add_serving_flags(CLI::App& cmd, EngineFlags& f);
 struct EngineOptions;
 EngineOptions make_engine_options(const EngineFlags& f);
+// The group's ranks, their GPUs, the backend and the page size (the layout is the caller's).
+GroupOptions make_group_options(const EngineFlags& f);
 // "512M", "80G", "1073741824" -> bytes.
 int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);

@@ -1,11 +1,10 @@
 #include "comm/inproc_communicator.h"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <numeric>
-#include <type_traits>
 
+#include "comm/host_mover.h"
 #include "core/error.h"
 
 namespace splash {
@@ -61,12 +60,6 @@ std::byte* at(const Tensor& t, int64_t elem) {
   return static_cast<std::byte*>(t.data()) + elem * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-// memmove and the pointer test allow NCCL's in-place form: `in` aliasing this rank's part of `out`.
-void copy_elems(const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off, int64_t n) {
-  if (n == 0 || at(src, src_off) == at(dst, dst_off)) return;
-  std::memmove(at(dst, dst_off), at(src, src_off), n * dtype_size(src.dtype()));
-}
-
 // In-place collectives call their one buffer `buf`, so errors use the caller's name for it.
 const char* in_name(CollectiveKind k) {
   return k == CollectiveKind::AllReduceSum || k == CollectiveKind::Broadcast ? "buf" : "in";
@@ -74,9 +67,9 @@ const char* in_name(CollectiveKind k) {
 
 // ---- Checks one rank can make alone; they become the call's `error` and fail the whole group.
 
-void check_buffer(const char* name, const Tensor& t) {
+void check_buffer(const char* name, const Tensor& t, Device device) {
   if (elems(t) == 0) return;
-  if (t.device() != Device::CPU) fail_internal("`{}` is not a CPU tensor", name);
+  if (t.device() != device) fail_internal("`{}` is not a {} tensor", name, device == Device::CPU ? "CPU" : "CUDA");
   if (!t.is_contiguous()) fail_internal("`{}` ({}) is not contiguous", name, t.shape_str());
 }
 
@@ -96,9 +89,9 @@ void check_divisible(const Tensor& in, int size) {
     fail_internal("`in` has {} elements, not a multiple of the {} ranks", elems(in), size);
 }
 
-void check_local(const InprocCall& c, int rank, int size) {
-  check_buffer(in_name(c.kind), c.in);
-  check_buffer("out", c.out);
+void check_local(const InprocCall& c, int rank, int size, Device device) {
+  check_buffer(in_name(c.kind), c.in, device);
+  check_buffer("out", c.out, device);
   switch (c.kind) {
     case CollectiveKind::AllReduceSum:
     case CollectiveKind::Barrier: return;
@@ -204,55 +197,6 @@ void check_group(const std::vector<InprocCall>& calls) {
   }
 }
 
-// ---- Reduction: every element is summed by exactly one rank, in rank order with an f32
-// accumulator and one rounding, so all ranks get the same bits and every run gets the same bits.
-
-template <typename T>
-float to_f32(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return bf16_to_f32(v);
-}
-
-template <typename T>
-T from_f32(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return f32_to_bf16(v);
-}
-
-template <typename T>
-void sum_typed(const std::vector<const std::byte*>& srcs, const std::vector<std::byte*>& dsts,
-               int64_t n) {
-  constexpr int64_t kBlock = 256;  // the accumulator stays on the stack and in L1
-  float acc[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    const T* s0 = reinterpret_cast<const T*>(srcs[0]) + b;
-    for (int64_t i = 0; i < m; ++i) acc[i] = to_f32(s0[i]);
-    for (size_t r = 1; r < srcs.size(); ++r) {
-      const T* s = reinterpret_cast<const T*>(srcs[r]) + b;
-      for (int64_t i = 0; i < m; ++i) acc[i] += to_f32(s[i]);
-    }
-    for (std::byte* dst : dsts) {
-      T* d = reinterpret_cast<T*>(dst) + b;
-      for (int64_t i = 0; i < m; ++i) d[i] = from_f32<T>(acc[i]);
-    }
-  }
-}
-
-// Sums n elements from each source (rank order) and stores the result to every destination.
-void sum_ranks(DType dtype, const std::vector<const std::byte*>& srcs,
-               const std::vector<std::byte*>& dsts, int64_t n) {
-  if (n == 0) return;
-  if (dtype == DType::F32)
-    sum_typed<float>(srcs, dsts, n);
-  else
-    sum_typed<uint16_t>(srcs, dsts, n);
-}
-
 }  // namespace
 
 InprocCall InprocCommunicator::begin(CollectiveKind kind) {
@@ -263,9 +207,11 @@ InprocCall InprocCommunicator::begin(CollectiveKind kind) {
 }
 
 template <typename Work>
-void InprocCommunicator::run(InprocCall call, Work&& work) {
+void InprocCommunicator::run(InprocCall call, Stream s, Work&& work) {
+  // A rank that cannot even mark its buffers fails the whole group, like a bad argument.
   try {
-    check_local(call, rank_, size());
+    check_local(call, rank_, size(), mover_->device());
+    mover_->mark_ready(s);
   } catch (const Error& e) {
     call.error = e.what();
   }
@@ -281,117 +227,137 @@ void InprocCommunicator::run(InprocCall call, Work&& work) {
   std::exception_ptr error;
   try {
     check_group(group_->calls());
+    mover_->wait_ready(s);
     work(group_->calls());
+    mover_->mark_done(s);
   } catch (...) {
     error = std::current_exception();
   }
   group_->wait_all(/*abortable=*/false);
   group_->call(rank_) = {};  // drop the references to this call's buffers and counts
+  if (!error) {
+    try {
+      mover_->wait_done(s);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
   if (error) std::rethrow_exception(error);
 }
 
-void InprocCommunicator::all_reduce_sum(Tensor buf, Stream) {
+void InprocCommunicator::copy(const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off, int64_t n,
+                              Stream s) {
+  if (n == 0 || at(src, src_off) == at(dst, dst_off)) return;
+  mover_->copy(at(src, src_off), at(dst, dst_off), static_cast<size_t>(n) * dtype_size(src.dtype()), s);
+}
+
+void InprocCommunicator::sum_ranks(DType dtype, const std::vector<const std::byte*>& srcs,
+                             const std::vector<std::byte*>& dsts, int64_t n, Stream s) {
+  if (n > 0) mover_->sum(dtype, srcs, dsts, n, s);
+}
+
+// ---- Every element of a reduction is summed by exactly one rank, in rank order (the mover's sum).
+
+void InprocCommunicator::all_reduce_sum(Tensor buf, Stream s) {
   InprocCall call = begin(CollectiveKind::AllReduceSum);
   call.in = buf;
   // Rank r reduces the r-th slice of the elements and writes it into every rank's buffer: nobody
   // else reads or writes that slice, so the in-place update needs no scratch copy.
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     const int64_t n = elems(buf), t = size();
     const int64_t lo = n * rank_ / t, hi = n * (rank_ + 1) / t;
-    if (lo == hi) return;
     std::vector<const std::byte*> srcs;
     std::vector<std::byte*> dsts;
     for (const InprocCall& c : calls) {
       srcs.push_back(at(c.in, lo));
       dsts.push_back(at(c.in, lo));
     }
-    sum_ranks(buf.dtype(), srcs, dsts, hi - lo);
+    sum_ranks(buf.dtype(), srcs, dsts, hi - lo, s);
   });
 }
 
-void InprocCommunicator::all_gather(Tensor in, Tensor out, Stream) {
+void InprocCommunicator::all_gather(Tensor in, Tensor out, Stream s) {
   InprocCall call = begin(CollectiveKind::AllGather);
   call.in = in;
   call.out = out;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     const int64_t n = elems(in);
-    for (size_t j = 0; j < calls.size(); ++j) copy_elems(calls[j].in, 0, out, j * n, n);
+    for (size_t j = 0; j < calls.size(); ++j) copy(calls[j].in, 0, out, j * n, n, s);
   });
 }
 
-void InprocCommunicator::all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts,
-                                      Stream) {
+void InprocCommunicator::all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts, Stream s) {
   InprocCall call = begin(CollectiveKind::AllGatherV);
   call.in = in;
   call.out = out;
   call.send_counts = counts;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     int64_t offset = 0;
     for (size_t j = 0; j < calls.size(); ++j) {
-      copy_elems(calls[j].in, 0, out, offset, counts[j]);
+      copy(calls[j].in, 0, out, offset, counts[j], s);
       offset += counts[j];
     }
   });
 }
 
-void InprocCommunicator::reduce_scatter_sum(Tensor in, Tensor out, Stream) {
+void InprocCommunicator::reduce_scatter_sum(Tensor in, Tensor out, Stream s) {
   InprocCall call = begin(CollectiveKind::ReduceScatterSum);
   call.in = in;
   call.out = out;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     const int64_t chunk = elems(in) / size();
     std::vector<const std::byte*> srcs;
     for (const InprocCall& c : calls) srcs.push_back(at(c.in, rank_ * chunk));
-    sum_ranks(in.dtype(), srcs, {at(out, 0)}, chunk);
+    sum_ranks(in.dtype(), srcs, {at(out, 0)}, chunk, s);
   });
 }
 
-void InprocCommunicator::all_to_all(Tensor in, Tensor out, Stream) {
+void InprocCommunicator::all_to_all(Tensor in, Tensor out, Stream s) {
   InprocCall call = begin(CollectiveKind::AllToAll);
   call.in = in;
   call.out = out;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     const int64_t chunk = elems(in) / size();
-    for (size_t j = 0; j < calls.size(); ++j)
-      copy_elems(calls[j].in, rank_ * chunk, out, j * chunk, chunk);
+    for (size_t j = 0; j < calls.size(); ++j) copy(calls[j].in, rank_ * chunk, out, j * chunk, chunk, s);
   });
 }
 
-void InprocCommunicator::all_to_all_v(Tensor in, const std::vector<int64_t>& send_counts,
-                                      Tensor out, const std::vector<int64_t>& recv_counts, Stream) {
+void InprocCommunicator::all_to_all_v(Tensor in, const std::vector<int64_t>& send_counts, Tensor out,
+                                      const std::vector<int64_t>& recv_counts, Stream s) {
   InprocCall call = begin(CollectiveKind::AllToAllV);
   call.in = in;
   call.out = out;
   call.send_counts = send_counts;
   call.recv_counts = recv_counts;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) {
     int64_t offset = 0;
     for (size_t j = 0; j < calls.size(); ++j) {
       const InprocCall& src = calls[j];
-      copy_elems(src.in, sum(src.send_counts, 0, rank_), out, offset, recv_counts[j]);
+      copy(src.in, sum(src.send_counts, 0, rank_), out, offset, recv_counts[j], s);
       offset += recv_counts[j];
     }
   });
 }
 
-void InprocCommunicator::broadcast(Tensor buf, int root, Stream) {
+void InprocCommunicator::broadcast(Tensor buf, int root, Stream s) {
   InprocCall call = begin(CollectiveKind::Broadcast);
   call.in = buf;
   call.root = root;
-  run(std::move(call), [&](const std::vector<InprocCall>& calls) {
-    copy_elems(calls[root].in, 0, buf, 0, elems(buf));
-  });
+  run(std::move(call), s, [&](const std::vector<InprocCall>& calls) { copy(calls[root].in, 0, buf, 0, elems(buf), s); });
 }
 
+// Like NCCL's, the barrier also waits for the rank's device work: every rank's work before it has finished.
 void InprocCommunicator::barrier() {
-  run(begin(CollectiveKind::Barrier), [](const auto&) {});
+  run(begin(CollectiveKind::Barrier), {}, [](const auto&) {});
+  mover_->synchronize({});
 }
 
 std::vector<std::unique_ptr<Communicator>> make_inproc_group(int size) {
   if (size < 1) fail_internal("make_inproc_group: a group needs at least 1 rank, got {}", size);
   auto group = std::make_shared<InprocGroup>(size);
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<InprocCommunicator>(group, r));
+  for (int r = 0; r < size; ++r)
+    comms.push_back(std::make_unique<InprocCommunicator>(group, r, make_host_mover()));
   return comms;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
-// The CPU backend's communicator: ranks are threads of one process, so a collective is a
-// rendezvous. Each rank publishes its call (kind, sequence number, buffers, counts); all wait;
-// every rank checks that the calls agree and copies what it needs from the others' buffers; all
-// wait again before returning, so no buffer is released or reused while another rank still reads
-// it. A disagreement makes every rank throw the same error after the second wait, which leaves the
+// Ranks that are threads of one process: a collective is a rendezvous. Each rank publishes its call
+// (kind, sequence number, buffers, counts); all wait; every rank checks that the calls agree and moves
+// what it needs between the ranks' buffers through its CollectiveMover (comm/collective_mover.h): in the
+// call for CPU ranks (make_inproc_group), on the rank's stream for GPU ranks that share a device
+// (comm/cuda/device_local_communicator.h). All wait again before returning, and the mover orders the
+// rank's later work after the others' moves, so no buffer is released or reused while another rank still
+// reads it. A disagreement makes every rank throw the same error after the second wait, which leaves the
 // group usable. abort() releases the ranks in the first wait (those in the second are all inside the
 // collective and arrive without blocking) and fails every later collective.
 #include <condition_variable>
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/collective_mover.h"
 #include "comm/communicator.h"
 
 namespace splash {
@@ -68,8 +71,8 @@ class InprocGroup {
 
 class InprocCommunicator final : public Communicator {
  public:
-  InprocCommunicator(std::shared_ptr<InprocGroup> group, int rank)
-      : group_(std::move(group)), rank_(rank) {}
+  InprocCommunicator(std::shared_ptr<InprocGroup> group, int rank, std::unique_ptr<CollectiveMover> mover)
+      : group_(std::move(group)), rank_(rank), mover_(std::move(mover)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
@@ -88,13 +91,19 @@ class InprocCommunicator final : public Communicator {
 
  private:
   InprocCall begin(CollectiveKind kind);
-  // Publishes `call`, checks it against every rank's, runs `work(calls)` if they agree, and waits
-  // for all ranks before returning or throwing.
+  // Publishes `call`, checks it against every rank's, runs `work(calls)` on stream `s` if they agree,
+  // and waits for all ranks before returning or throwing.
   template <typename Work>
-  void run(InprocCall call, Work&& work);
+  void run(InprocCall call, Stream s, Work&& work);
+  // n elements of src from src_off to dst from dst_off; nothing when src is dst (the in-place forms).
+  void copy(const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off, int64_t n, Stream s);
+  // CollectiveMover::sum, nothing for n = 0.
+  void sum_ranks(DType dtype, const std::vector<const std::byte*>& srcs, const std::vector<std::byte*>& dsts,
+                 int64_t n, Stream s);
 
   std::shared_ptr<InprocGroup> group_;
   int rank_;
+  std::unique_ptr<CollectiveMover> mover_;
   uint64_t seq_ = 0;
 };
 

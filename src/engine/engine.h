@@ -27,7 +27,7 @@ struct EngineOptions {
   GroupOptions group;  // ranks, layout, page size, backend
   SchedulerOptions scheduler;
   AttnForm form = AttnForm::Auto;
-  int64_t mem_per_rank = 0;   // bytes per rank; 0: the device's memory (GPU backends)
+  int64_t mem_per_rank = 0;   // bytes per rank; 0: the device's memory split among its ranks (GPU backends)
   double mem_fraction = 0.9;  // of mem_per_rank for weights + KV
   int64_t kv_pages = 0;       // pages per rank; 0: what the memory left after the weights holds
   SwitchMode switch_mode = SwitchMode::Overlapped;

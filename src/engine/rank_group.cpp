@@ -1,17 +1,21 @@
 #include "engine/rank_group.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "engine/rank_placement.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
 #include "model/rope_table.h"
 #include "switch/rank_switch.h"
 
 #ifdef SPLASH_HAVE_CUDA
+#include "comm/cuda/device_local_communicator.h"
 #include "kernels/cuda/cuda_backend.h"
 #endif
 #ifdef SPLASH_HAVE_NCCL
@@ -33,10 +37,10 @@ struct RankGroup::Worker {
   bool stop = false;
 };
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int rank) {
+std::unique_ptr<Backend> make_backend(const std::string& name, int device, const std::vector<int>& peers) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef SPLASH_HAVE_CUDA
-  if (name == "cuda") return make_cuda_backend(rank);
+  if (name == "cuda") return make_cuda_backend(device, peers);
   fail("unknown backend '{}' (this build has: cpu, cuda)", name);
 #else
   fail("unknown or unavailable backend '{}' (this build has: cpu)", name);
@@ -50,8 +54,8 @@ KvSizing backend_dtypes(const std::string& name) {
 }
 
 RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)
-    : cfg_(cfg), opt_(opt), loaded_layout_(opt.layout) {
-  if (opt.ranks < 1) fail("--ranks must be at least 1, got {}", opt.ranks);
+    : cfg_(cfg), opt_(opt), devices_(rank_devices(opt.ranks, opt.devices)), loaded_layout_(opt.layout) {
+  if (!opt.devices.empty() && opt.backend == "cpu") fail("placing ranks on devices needs a GPU backend, not cpu");
   for (int r = 0; r < opt.ranks; ++r) {
     workers_.push_back(std::make_unique<Worker>());
     workers_.back()->rank = r;
@@ -68,13 +72,17 @@ RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const 
   }
 }
 
-// CPU ranks talk through the in-process communicator; GPU ranks through NCCL on their compute streams.
+// CPU ranks talk through the in-process communicator; GPU ranks through NCCL on their compute streams,
+// or through the device-local communicator where a GPU hosts several ranks (NCCL refuses that).
 std::vector<std::unique_ptr<Communicator>> RankGroup::make_communicators() {
   if (opt_.backend == "cpu") return make_inproc_group(opt_.ranks);
-#ifdef SPLASH_HAVE_NCCL
   std::vector<Stream> streams;
   for (auto& w : workers_) streams.push_back(w->backend->compute_stream());
-  return make_nccl_group(opt_.ranks, streams);
+#ifdef SPLASH_HAVE_CUDA
+  if (shares_a_device(devices_)) return make_device_local_group(streams, devices_);
+#endif
+#ifdef SPLASH_HAVE_NCCL
+  return make_nccl_group(streams, devices_);
 #else
   fail("backend '{}' needs NCCL, which this build lacks", opt_.backend);
 #endif
@@ -104,7 +112,10 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   // Projections load as shards whenever the heads split; a replicated starting layout then gathers
   // them into pool pages (allocate_kv), the same way a switch does.
   if (layout_split_error(cfg_, Layout::TP, opt.ranks).empty()) loaded_layout_ = Layout::TP;
-  dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, w.rank); });
+  // Ranks that share a GPU exchange buffers directly, also with the ranks on other GPUs: every backend's
+  // pool is made accessible from every device of the group.
+  const std::vector<int> peers = shares_a_device(devices_) ? devices_ : std::vector<int>();
+  dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, devices_[w.rank], peers); });
   renew_communicators();
   dispatch([&](Worker& w) {
     Backend& be = *w.backend;
@@ -232,7 +243,14 @@ void RankGroup::set_routing_hook(RoutingHook* hook) {
   dispatch([&](Worker& w) { w.model->set_routing_hook(hook); });
 }
 
-int64_t RankGroup::device_memory_bytes() const { return workers_.front()->backend->total_memory_bytes(); }
+int64_t RankGroup::device_memory_bytes() const {
+  int64_t least = INT64_MAX;
+  for (const auto& w : workers_) {
+    const int device = devices_[w->rank];
+    least = std::min(least, w->backend->total_memory_bytes() / ranks_on(devices_, device));
+  }
+  return least;
+}
 DType RankGroup::kv_dtype() const { return workers_.front()->backend->act_dtype(); }
 DType RankGroup::weight_dtype() const { return workers_.front()->backend->weight_dtype(); }
 

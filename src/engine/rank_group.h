@@ -1,6 +1,6 @@
 #pragma once
-// T ranks as worker threads (one per GPU on a GPU backend), each with its own backend, communicator,
-// weights and latent page storage. The leader hands every rank the same work and waits for all. Which
+// T ranks as worker threads (one per GPU on a GPU backend by default; engine/rank_placement.h), each
+// with its own backend, communicator, weights and latent page storage. The leader hands every rank the same work and waits for all. Which
 // layout the ranks are in is the LayoutSwitcher's (engine/layout_switcher.h): the group runs the
 // steps and the switch transfers it is given.
 //
@@ -34,15 +34,19 @@ struct GroupOptions {
   Layout layout = Layout::TP;
   int page_size = 64;
   std::string backend = "cpu";
+  // The GPU of each rank (GPU backends): empty, rank r on device r; else one entry per rank, and ranks
+  // that share a device talk through the device-local communicator (engine/rank_placement.h).
+  std::vector<int> devices;
   bool count_traffic = false;  // wrap communicators to count bytes received per collective kind
 };
 
-// Makes a backend by name ("cpu"; "cuda" where built), for rank `rank`.
-std::unique_ptr<Backend> make_backend(const std::string& name, int rank);
+// Makes a backend by name ("cpu"; "cuda" where built) on GPU `device`, whose memory kernels and copies on
+// the `peers` devices may access too (make_cuda_backend); the CPU backend ignores both.
+std::unique_ptr<Backend> make_backend(const std::string& name, int device, const std::vector<int>& peers = {});
 // What sizing the KV pool needs of a backend: its weight and KV element types and its memory.
 struct KvSizing {
   DType weight_dtype, kv_dtype;
-  int64_t device_memory = 0;  // 0: unknown (then the options must give the budget)
+  int64_t device_memory = 0;  // per rank; 0: unknown (then the options must give the budget)
 };
 // A backend's element types, known without making one (to plan memory before loading weights).
 KvSizing backend_dtypes(const std::string& name);
@@ -73,8 +77,11 @@ class RankGroup {
   // The layout the projections were loaded in: sharded (TP) whenever the heads split, so a replicated
   // starting layout is entered by a switch, the same way as later ones.
   Layout loaded_layout() const { return loaded_layout_; }
-  // Device memory of rank 0 (0 on the CPU backend, whose budget the user gives).
+  // Device memory each rank may plan with: its device's memory split evenly among the ranks placed
+  // there, the smallest such share over the ranks (0 on the CPU backend, whose budget the user gives).
   int64_t device_memory_bytes() const;
+  // The device of each rank (engine/rank_placement.h).
+  const std::vector<int>& devices() const { return devices_; }
   DType kv_dtype() const;      // the latent cache's element type
   DType weight_dtype() const;
 
@@ -107,6 +114,7 @@ class RankGroup {
 
   ModelConfig cfg_;
   GroupOptions opt_;
+  std::vector<int> devices_;
   Layout loaded_layout_;
   std::unique_ptr<KvCacheManager> kv_;
   std::vector<std::unique_ptr<Communicator>> comms_;

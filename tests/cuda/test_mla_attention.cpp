@@ -1,10 +1,12 @@
 // The GPU MLA attention kernels against the CPU reference: the same bf16-rounded random inputs, the
 // reference in f32. Outputs start as NaN so an unwritten element fails; every case runs twice and must
-// give identical bits (a difference would be a race).
+// give identical bits (a difference would be a race). Cases run through the public dispatch (the
+// specialized kernels where they fit, else the generic ones), or force the generic kernels.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -129,8 +131,9 @@ struct PagedCase {
   int H, C, dr, page;
   std::vector<int> seq_len;               // tokens cached per sequence
   std::vector<std::pair<int, int>> rows;  // (sequence, tokens the row attends)
-  bool strided_q = false;
+  int q_pad = 0;                          // q's head rows lie this much further apart than W (odd: unaligned)
   float scale = 0.3f;
+  bool generic = false;  // the generic kernel whatever the shape
 };
 
 void run_absorbed(const PagedCase& c, uint32_t seed) {
@@ -156,7 +159,7 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
 
   Tensor pool = random_host({total_pages, c.page, W}, rng);
   // A strided q: rows of a wider buffer, heads further apart than W.
-  Tensor q_full = c.strided_q ? random_host({N, c.H, W + 24}, rng) : random_host({N, c.H, W}, rng);
+  Tensor q_full = random_host({N, c.H, W + c.q_pad}, rng);
   Tensor q = q_full.slice(2, 0, W);
   PagedKv kv_ref{pool, i32_tensor(table, {S, max_pages}), i32_tensor(row_seq, {N}), i32_tensor(row_len, {N})};
   Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.C}), lse_ref = cpu_tensor(DType::F32, {N, c.H});
@@ -166,14 +169,41 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
   PagedKv kv{to_device(pool), to_device(kv_ref.page_table), to_device(kv_ref.row_seq), to_device(kv_ref.row_kv_len)};
   Tensor q_dev = to_device(q_full).slice(2, 0, W);
   Tensor out = device_nan(DType::BF16, {N, c.H, c.C}), lse = device_nan(DType::F32, {N, c.H});
-  cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
-  check(cudaDeviceSynchronize());
+  auto run = [&] {
+    if (c.generic)
+      cuda::absorbed_attention_generic(out, lse, q_dev, kv, c.scale, nullptr);
+    else
+      cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
+    check(cudaDeviceSynchronize());
+  };
+  run();
   expect_close(out, out_ref, lse, lse_ref);
   std::vector<uint8_t> first;
   download(out, &first);
-  cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
-  check(cudaDeviceSynchronize());
+  run();
   expect_same_bits(out, first);
+}
+
+// A shape from the range (head dims 16..256 in steps of 8, kv_lora_rank 32..1024 in steps of
+// 16, 1..128 heads, pages of 1, 16 or 64 tokens) with rows that keep the f32 reference near 6e8
+// multiply-adds: one long row (split over blocks, as the rows are few), an empty row, a one-token row
+// and full and partial rows of a few shorter sequences; q aligned, strided or unaligned.
+PagedCase random_paged_case(std::mt19937& rng) {
+  const int C = 32 + 16 * static_cast<int>(rng() % 63), dr = 16 + 8 * static_cast<int>(rng() % 31);
+  const int H = 1 + static_cast<int>(rng() % 128), page = std::array{1, 16, 64}[rng() % 3];
+  const int budget = std::clamp(static_cast<int>(6e8 / (static_cast<double>(H) * (2 * C + dr))), 300, 12000);
+  PagedCase c{H, C, dr, page, {budget / 2}, {{0, budget / 2}, {0, 0}}};
+  const int more = 1 + static_cast<int>(rng() % 3);
+  for (int s = 1; s <= more; ++s) {
+    const int len = 1 + static_cast<int>(rng() % (budget / 8));
+    c.seq_len.push_back(len);
+    c.rows.push_back({s, len});
+    c.rows.push_back({s, static_cast<int>(rng() % (len + 1))});
+  }
+  c.rows.push_back({1, 1});
+  c.q_pad = std::array{0, 24, 3}[rng() % 3];
+  c.scale = 0.1f;
+  return c;
 }
 
 class AbsorbedAttention : public ::testing::Test {
@@ -188,7 +218,7 @@ TEST_F(AbsorbedAttention, SmallLatentAllPageSizes) {
   for (int page : {1, 16, 64}) {
     SCOPED_TRACE(page);
     PagedCase c{8, 64, 16, page, {0, 37, 300}, {{0, 0}, {1, 1}, {1, 37}, {2, 150}, {2, 300}, {2, 299}, {1, 20}}};
-    c.strided_q = page == 16;
+    c.q_pad = page == 16 ? 24 : 0;
     run_absorbed(c, 100 + page);
   }
 }
@@ -211,7 +241,7 @@ TEST_F(AbsorbedAttention, V3HeadsSplitContext) {
 // 16 heads (V2-Lite, or V3 under TP 8), one long row split over every SM, strided q.
 TEST_F(AbsorbedAttention, LongRowSixteenHeads) {
   PagedCase c{16, 512, 64, 16, {20000, 3}, {{0, 20000}, {1, 3}, {0, 1}}};
-  c.strided_q = true;
+  c.q_pad = 24;
   c.scale = 0.1f;
   run_absorbed(c, 400);
 }
@@ -229,6 +259,75 @@ TEST_F(AbsorbedAttention, V3BatchPageOne) {
   run_absorbed(c, 500);
 }
 
+// 24 random shapes of the range through the public dispatch (all but a rare draw run the
+// generic kernel).
+TEST_F(AbsorbedAttention, RandomShapesSweep) {
+  std::mt19937 rng(1600);
+  for (int i = 0; i < 24; ++i) {
+    const PagedCase c = random_paged_case(rng);
+    SCOPED_TRACE(testing::Message() << "case " << i << ": C " << c.C << " d_r " << c.dr << " H " << c.H << " page "
+                                    << c.page << " q_pad " << c.q_pad);
+    run_absorbed(c, 1700 + i);
+  }
+}
+
+// Widths no 16-byte copy fits (odd C and W, a one-column latent) and a q whose rows start anywhere.
+TEST_F(AbsorbedAttention, OddWidthsUnalignedViews) {
+  PagedCase a{3, 33, 2, 16, {0, 37, 300}, {{0, 0}, {1, 1}, {1, 37}, {2, 150}, {2, 300}, {1, 20}}};
+  a.q_pad = 1;
+  run_absorbed(a, 1800);
+  run_absorbed({1, 1, 2, 1, {70, 5}, {{0, 70}, {1, 5}, {1, 0}, {0, 33}}}, 1801);
+  PagedCase b{17, 7, 6, 64, {1000, 64}, {{0, 1000}, {1, 64}, {0, 999}, {1, 0}}};  // a one-head second group
+  b.q_pad = 5;
+  run_absorbed(b, 1802);
+}
+
+// The widest latent the generic kernel holds (C 2048): one stage of shared memory, 16 units per warp.
+TEST_F(AbsorbedAttention, WidestLatentOneStage) {
+  PagedCase c{20, 2048, 64, 64, {700, 90}, {{0, 700}, {1, 90}, {0, 0}, {0, 129}}};
+  c.scale = 0.05f;
+  run_absorbed(c, 1900);
+}
+
+// A decode batch at a shape only the generic kernel runs (MiniCPM3's 256 + 32, 40 heads): enough
+// blocks that rows are not split, so the kernel writes out and lse itself.
+TEST_F(AbsorbedAttention, GenericBatchOneSplit) {
+  std::mt19937 rng(8);
+  PagedCase c{40, 256, 32, 1, {}, {}};
+  for (int s = 0; s < 140; ++s) {
+    const int len = static_cast<int>(rng() % 161);
+    c.seq_len.push_back(len);
+    c.rows.push_back({s, len});
+  }
+  c.scale = 0.1f;
+  run_absorbed(c, 1950);
+}
+
+// The built shapes with a q the tensor-core kernel cannot copy: the dispatch takes the generic kernel.
+TEST_F(AbsorbedAttention, UnalignedQAtBuiltShape) {
+  PagedCase small{8, 64, 16, 16, {300, 37}, {{0, 300}, {1, 37}, {1, 0}}};
+  small.q_pad = 1;
+  run_absorbed(small, 2000);
+  PagedCase v3{16, 512, 64, 64, {3000, 64}, {{0, 3000}, {1, 64}, {0, 1}}};
+  v3.q_pad = 3;
+  v3.scale = 0.1f;
+  run_absorbed(v3, 2001);
+}
+
+// The generic kernel forced at the two shapes the tensor-core kernel is built for.
+TEST_F(AbsorbedAttention, GenericAtBuiltShapes) {
+  for (int page : {1, 16, 64}) {
+    SCOPED_TRACE(page);
+    PagedCase c{8, 64, 16, page, {0, 37, 300}, {{0, 0}, {1, 1}, {1, 37}, {2, 150}, {2, 300}, {2, 299}, {1, 20}}};
+    c.generic = true;
+    run_absorbed(c, 2100 + page);
+  }
+  PagedCase v3{128, 512, 64, 64, {2000, 300, 64}, {{0, 2000}, {1, 300}, {2, 64}, {2, 0}, {1, 65}}};
+  v3.scale = 0.1f;
+  v3.generic = true;
+  run_absorbed(v3, 2200);
+}
+
 // ---- expanded (MHA over per-head K/V) ----
 
 struct ExpandedCase {
@@ -236,6 +335,9 @@ struct ExpandedCase {
   int tokens;
   std::vector<std::pair<int, int>> rows;  // (start, len)
   float scale = 0.2f;
+  int lat_c = 64;        // latent columns before k_pe in each latent row (odd: k_pe unaligned)
+  int q_pad = 0;         // q's head rows lie this much further apart than d_n + d_r
+  bool generic = false;  // the generic kernel whatever the shape
 };
 
 // Causal prefill of two packed sequences (the first with a cached prefix), plus an empty row and a
@@ -255,22 +357,27 @@ void run_expanded(const ExpandedCase& c, uint32_t seed) {
   std::vector<int32_t> start, len;
   for (auto [s, l] : c.rows) start.push_back(s), len.push_back(l);
   // The engine's views: k_pe is the rope tail of each latent row, k_nope and v interleave per head.
-  const int lat_w = 64 + c.dr;
+  const int lat_w = c.lat_c + c.dr, dqk = c.dn + c.dr;
   Tensor lat = random_host({T, lat_w}, rng);
   Tensor kv = random_host({T, c.H, c.dn + c.dv}, rng);
-  Tensor q = random_host({N, c.H, c.dn + c.dr}, rng);
+  Tensor q_full = random_host({N, c.H, dqk + c.q_pad}, rng);
+  Tensor q = q_full.slice(2, 0, dqk);
   Tensor row_start = i32_tensor(start, {N}), row_len = i32_tensor(len, {N});
   Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.dv}), lse_ref = cpu_tensor(DType::F32, {N, c.H});
   CpuBackend cpu;
-  cpu.attention_expanded(out_ref, lse_ref, q, kv.slice(2, 0, c.dn), lat.slice(1, 64, lat_w),
+  cpu.attention_expanded(out_ref, lse_ref, q, kv.slice(2, 0, c.dn), lat.slice(1, c.lat_c, lat_w),
                          kv.slice(2, c.dn, c.dn + c.dv), row_start, row_len, c.scale);
 
-  Tensor lat_d = to_device(lat), kv_d = to_device(kv), q_d = to_device(q);
+  Tensor lat_d = to_device(lat), kv_d = to_device(kv), q_d = to_device(q_full).slice(2, 0, dqk);
   Tensor start_d = to_device(row_start), len_d = to_device(row_len);
   Tensor out = device_nan(DType::BF16, {N, c.H, c.dv}), lse = device_nan(DType::F32, {N, c.H});
   auto run = [&] {
-    cuda::expanded_attention(out, lse, q_d, kv_d.slice(2, 0, c.dn), lat_d.slice(1, 64, lat_w),
-                             kv_d.slice(2, c.dn, c.dn + c.dv), start_d, len_d, c.scale, nullptr);
+    const Tensor k_nope = kv_d.slice(2, 0, c.dn), k_pe = lat_d.slice(1, c.lat_c, lat_w),
+                 v = kv_d.slice(2, c.dn, c.dn + c.dv);
+    if (c.generic)
+      cuda::expanded_attention_generic(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
+    else
+      cuda::expanded_attention(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     check(cudaDeviceSynchronize());
   };
   run();
@@ -279,6 +386,32 @@ void run_expanded(const ExpandedCase& c, uint32_t seed) {
   download(out, &first);
   run();
   expect_same_bits(out, first);
+}
+
+// Two packed sequences of T tokens in all: the first (2/3 of them) with a cached prefix of a third of
+// its tokens, causal rows for the rest, then an empty row and a window in the middle of the first.
+ExpandedCase packed_case(int H, int dn, int dr, int dv, int T) {
+  ExpandedCase c{H, dn, dr, dv, T, {}};
+  const int first = 2 * T / 3, prefix = first / 3;
+  for (int pos = prefix; pos < first; ++pos) c.rows.push_back({0, pos + 1});
+  for (int pos = first; pos < T; ++pos) c.rows.push_back({first, pos + 1 - first});
+  c.rows.push_back({T / 2, 0});
+  c.rows.push_back({first / 4, first / 4});
+  return c;
+}
+
+// A shape from the range (head dims 16..256 in steps of 8, k_pe behind a latent of 32..1024
+// columns in steps of 16, 1..128 heads) with tokens that keep the f32 reference near 4e8 multiply-adds;
+// q aligned, strided or unaligned.
+ExpandedCase random_expanded_case(std::mt19937& rng) {
+  const int dn = 16 + 8 * static_cast<int>(rng() % 31), dr = 16 + 8 * static_cast<int>(rng() % 31);
+  const int dv = 16 + 8 * static_cast<int>(rng() % 31), H = 1 + static_cast<int>(rng() % 128);
+  const int T = std::clamp(static_cast<int>(std::sqrt(1.6e9 / (static_cast<double>(H) * (dn + dr + dv)))), 64, 640);
+  ExpandedCase c = packed_case(H, dn, dr, dv, T);
+  c.lat_c = 32 + 16 * static_cast<int>(rng() % 63);
+  c.q_pad = std::array{0, 24, 3}[rng() % 3];
+  c.scale = 0.1f;
+  return c;
 }
 
 class ExpandedAttention : public AbsorbedAttention {};
@@ -291,6 +424,51 @@ TEST_F(ExpandedAttention, V3OneHundredTwentyEightHeads) {
   ExpandedCase c{128, 128, 64, 128, 200, {}};
   for (int i = 0; i < 40; ++i) c.rows.push_back({0, 160 + i + 1});
   run_expanded(c, 800);
+}
+
+// 24 random shapes of the range through the public dispatch (all but a rare draw run the
+// generic kernel).
+TEST_F(ExpandedAttention, RandomShapesSweep) {
+  std::mt19937 rng(2300);
+  for (int i = 0; i < 24; ++i) {
+    const ExpandedCase c = random_expanded_case(rng);
+    SCOPED_TRACE(testing::Message() << "case " << i << ": " << c.dn << "/" << c.dr << "/" << c.dv << " H " << c.H
+                                    << " tokens " << c.tokens << " latent " << c.lat_c << " q_pad " << c.q_pad);
+    run_expanded(c, 2400 + i);
+  }
+}
+
+// Widths no 16-byte copy fits (odd d_n, d_r and d_v, one-column heads), k_pe behind an odd latent, and
+// a q whose rows start anywhere.
+TEST_F(ExpandedAttention, OddWidthsUnalignedViews) {
+  ExpandedCase a = packed_case(3, 7, 6, 5, 150);
+  a.lat_c = 33;
+  run_expanded(a, 2500);
+  ExpandedCase b = packed_case(2, 1, 2, 1, 100);
+  b.lat_c = 1;
+  run_expanded(b, 2501);
+  ExpandedCase c = packed_case(5, 20, 10, 36, 200);
+  c.lat_c = 50;
+  c.q_pad = 3;
+  run_expanded(c, 2502);
+}
+
+// d_v past one block's 256 columns (a second chunk of 8) and the widest heads of the range.
+TEST_F(ExpandedAttention, WideHeads) {
+  run_expanded(packed_case(2, 96, 40, 264, 150), 2600);
+  ExpandedCase c = packed_case(2, 256, 256, 256, 150);
+  c.scale = 0.05f;
+  run_expanded(c, 2601);
+}
+
+// The generic kernel forced at the two shapes the wgmma kernel is built for.
+TEST_F(ExpandedAttention, GenericAtBuiltShapes) {
+  ExpandedCase small = prefill_case(8, 32, 16, 32);
+  small.generic = true;
+  run_expanded(small, 2700);
+  ExpandedCase v3 = prefill_case(16, 128, 64, 128);
+  v3.generic = true;
+  run_expanded(v3, 2701);
 }
 
 // ---- merge ----

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -204,8 +205,10 @@ int run(const Flags& f) {
   NcclGroups groups;
   std::unique_ptr<TcpRendezvous> rdv;
   if (nnodes == 1) {  // RankGroup's path
-    groups.compute = make_nccl_group(local, streams);
-    groups.transfer = make_nccl_group(local, streams);
+    std::vector<int> devices(static_cast<size_t>(local));
+    std::iota(devices.begin(), devices.end(), 0);
+    groups.compute = make_nccl_group(streams, devices);
+    groups.transfer = make_nccl_group(streams, devices);
   } else {
     rdv = std::make_unique<TcpRendezvous>(rdv_options);
     groups = make_multinode_nccl_groups(*rdv, streams);

@@ -38,7 +38,7 @@ const CostProfile& quick_profile(int ranks) {
   static std::map<int, CostProfile> profiles;
   auto it = profiles.find(ranks);
   if (it == profiles.end())
-    it = profiles.emplace(ranks, calibrate_model(open_model("builtin:tiny").config, "cpu", ranks, {.quick = true})).first;
+    it = profiles.emplace(ranks, calibrate_model(open_model("builtin:tiny").config, GroupOptions{.ranks = ranks}, {.quick = true})).first;
   return it->second;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -151,16 +152,11 @@ class NcclCommunicator : public Communicator {
   Stream dflt_;
 };
 
-}  // namespace
-
-std::string new_nccl_group_id() {
-  ncclUniqueId id;
-  SPLASH_NCCL_CHECK(ncclGetUniqueId(&id));
-  return std::string(id.internal, sizeof id.internal);
-}
-
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& group_id, int nnodes, int node_rank,
-                                                           const std::vector<Stream>& default_streams) {
+// This process's communicators of the group `group_id`: local rank i on devices[i] as global rank
+// node_rank * local + i.
+std::vector<std::unique_ptr<Communicator>> init_group(const std::string& group_id, int nnodes, int node_rank,
+                                                      const std::vector<Stream>& default_streams,
+                                                      const std::vector<int>& devices) {
   ncclUniqueId id;
   if (group_id.size() != sizeof id.internal)
     fail("an NCCL group id has {} bytes, not {} (processes built against different NCCL versions?)", group_id.size(),
@@ -175,7 +171,8 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& gr
   cudaGetDevice(&caller_device);
   SPLASH_NCCL_CHECK(ncclGroupStart());
   for (int i = 0; i < local; ++i) {
-    if (cudaSetDevice(i) != cudaSuccess) fail("NCCL group: cannot select CUDA device {} for local rank {}", i, i);
+    if (cudaSetDevice(devices[i]) != cudaSuccess)
+      fail("NCCL group: cannot select CUDA device {} for local rank {}", devices[i], i);
     SPLASH_NCCL_CHECK(ncclCommInitRank(&comms[i], size, id, node_rank * local + i));
   }
   SPLASH_NCCL_CHECK(ncclGroupEnd());
@@ -188,9 +185,26 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& gr
   return out;
 }
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(int ranks, const std::vector<Stream>& default_streams) {
-  SPLASH_CHECK(static_cast<int>(default_streams.size()) == ranks, "{} streams for {} ranks", default_streams.size(), ranks);
-  return make_nccl_group(new_nccl_group_id(), 1, 0, default_streams);
+}  // namespace
+
+std::string new_nccl_group_id() {
+  ncclUniqueId id;
+  SPLASH_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& group_id, int nnodes, int node_rank,
+                                                           const std::vector<Stream>& default_streams) {
+  std::vector<int> devices(default_streams.size());
+  std::iota(devices.begin(), devices.end(), 0);
+  return init_group(group_id, nnodes, node_rank, default_streams, devices);
+}
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::vector<Stream>& default_streams,
+                                                           const std::vector<int>& devices) {
+  SPLASH_CHECK(default_streams.size() == devices.size(), "{} streams for {} ranks", default_streams.size(),
+               devices.size());
+  return init_group(new_nccl_group_id(), 1, 0, default_streams, devices);
 }
 
 }  // namespace splash

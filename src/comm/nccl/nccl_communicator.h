@@ -22,7 +22,9 @@ std::string new_nccl_group_id();
 std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::string& group_id, int nnodes, int node_rank,
                                                            const std::vector<Stream>& default_streams);
 
-// A group within this process: one communicator per device 0..T-1 (T = ranks = default_streams.size()).
-std::vector<std::unique_ptr<Communicator>> make_nccl_group(int ranks, const std::vector<Stream>& default_streams);
+// A group within this process: rank i runs on device devices[i] (distinct devices: NCCL refuses two ranks
+// on one) with compute stream default_streams[i].
+std::vector<std::unique_ptr<Communicator>> make_nccl_group(const std::vector<Stream>& default_streams,
+                                                           const std::vector<int>& devices);
 
 }  // namespace splash

@@ -16,11 +16,15 @@ namespace {
 constexpr size_t kStagingBytes = size_t{8} << 20;
 }
 
-CudaBackend::CudaBackend(int device) {
+CudaBackend::CudaBackend(int device, const std::vector<int>& peers) {
   int count = 0;
   SPLASH_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (device < 0 || device >= count) fail("CUDA device {} requested but {} visible", device, count);
-  ctx_ = std::make_shared<DeviceContext>(device);
+  const auto check_visible = [count](int d) {
+    if (d < 0 || d >= count) fail("CUDA device {} requested but {} visible", d, count);
+  };
+  check_visible(device);
+  for (int d : peers) check_visible(d);
+  ctx_ = std::make_shared<DeviceContext>(device, peers);
   staging_ = std::make_unique<HostStaging>(kStagingBytes);
   blas_ = std::make_unique<Blas>(device, ctx_->compute);
   events_.resize(kEvents);
@@ -67,8 +71,8 @@ void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
 
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  return cuda::with_op_profile(std::make_unique<cuda::CudaBackend>(device));
+std::unique_ptr<Backend> make_cuda_backend(int device, const std::vector<int>& peers) {
+  return cuda::with_op_profile(std::make_unique<cuda::CudaBackend>(device, peers));
 }
 
 size_t cuda_bytes_in_use(const Backend& be) {

@@ -24,7 +24,8 @@ struct DeviceContext {
   // synchronises anyway, since a kernel cannot throw.
   int* errors = nullptr;
 
-  explicit DeviceContext(int dev);
+  // Allocations of the pool are also accessible from the `peers` devices (see make_cuda_backend).
+  DeviceContext(int dev, const std::vector<int>& peers);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -38,7 +39,7 @@ class Blas;
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  CudaBackend(int device, const std::vector<int>& peers);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }

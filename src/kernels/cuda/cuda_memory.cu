@@ -4,10 +4,13 @@
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/peer_access.h"
 
 namespace splash::cuda {
 
-DeviceContext::DeviceContext(int dev) : device(dev) {
+DeviceContext::DeviceContext(int dev, const std::vector<int>& peers) : device(dev) {
+  for (int p : peers)
+    if (p != dev) require_peer_access(p, dev);  // before anything is made: a user error leaks nothing
   SPLASH_CUDA_CHECK(cudaSetDevice(dev));
   SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer, cudaStreamNonBlocking));
@@ -19,6 +22,15 @@ DeviceContext::DeviceContext(int dev) : device(dev) {
   // Freed memory stays in the pool: the engine allocates per step and must not pay cudaMalloc each time.
   uint64_t keep = UINT64_MAX;
   SPLASH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  // A pool's allocations do not follow cudaDeviceEnablePeerAccess: the pool grants access itself.
+  for (int p : peers) {
+    if (p == dev) continue;
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = p;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    SPLASH_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1));
+  }
   SPLASH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&errors), 2 * sizeof(int), cudaHostAllocMapped));
   errors[0] = errors[1] = 0;
 }

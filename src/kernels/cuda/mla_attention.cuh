@@ -2,6 +2,9 @@
 // MLA attention on the GPU: the absorbed form (decode, and DOP's owner) over the paged latent cache,
 // the expanded form (prefill) over per-head K/V, and the exact lse merge of partials (CP). Semantics
 // are those of the CPU reference, src/kernels/cpu/cpu_attention.cpp; all tensors live on the device.
+// All shapes: the entry points run a tensor-core kernel built for the released models' shapes where the
+// shape and alignment fit, else a generic kernel (runtime head widths and counts, any alignment), whose
+// only limits are shared memory's: C <= 2048 and C + d_r <= 2288 absorbed, d_n + d_r <= 752 expanded.
 #include <cuda_runtime.h>
 
 #include "core/backend.h"
@@ -12,17 +15,27 @@ namespace splash::cuda {
 // strides with the last dim contiguous), kv.pool [pages, page_size, W] bf16, kv.page_table I32
 // [S, max_pages], kv.row_seq I32 [N], kv.row_kv_len I32 [N] (row n attends to the first row_kv_len[n]
 // tokens of its sequence; 0 gives out = 0, lse = -inf). out [N, H, C] bf16 (V = the first C values of
-// each token), lse [N, H] F32 natural log. Supported (C, d_r): (512, 64) and (64, 16).
+// each token; last dim contiguous), lse [N, H] F32 natural log. Any C, d_r, H and page size; the
+// specialized kernel runs (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned q and pool rows.
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s);
 
 // Expanded MLA (MHA): q [N, H, d_n + d_r], k_nope [Tk, H, d_n] (strided view), k_pe [Tk, d_r] shared by
 // all heads (strided), v [Tk, H, d_v] (strided); row n attends to tokens [row_kv_start[n],
-// row_kv_start[n] + row_kv_len[n]). out [N, H, d_v] bf16, lse [N, H] F32. Supported (d_n, d_r, d_v):
-// (128, 64, 128) and (32, 16, 32).
+// row_kv_start[n] + row_kv_len[n]); an empty range gives out = 0, lse = -inf. out [N, H, d_v] bf16 (last
+// dim contiguous), lse [N, H] F32. Any d_n, d_r, d_v and H; the specialized kernel runs (d_n, d_r, d_v) =
+// (128, 64, 128) and (32, 16, 32) with 16-byte aligned rows.
 void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
                         const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
                         cudaStream_t s);
+
+// The generic kernels behind the two functions above, whatever the shape: for tests and benchmarks,
+// which compare them with the specialized kernels at the shapes those are built for.
+void absorbed_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
+                                cudaStream_t s);
+void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                                const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                                const Tensor& row_kv_len, float scale, cudaStream_t s);
 
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).

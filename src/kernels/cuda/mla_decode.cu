@@ -2,26 +2,23 @@
 // of a row share each token's latent [c | k_pe], so a block stages a tile of 64 tokens in shared memory
 // once and runs it through tensor cores for up to 64 heads: S = Q K^T ([heads x W] x [W x 64]), an
 // online softmax, O += P V with V the first C columns of the same tile. Long contexts are split over
-// blocks (flash-decoding) so that one row still fills every SM; a second kernel merges the splits by lse.
-#include <algorithm>
-#include <cmath>
+// blocks (flash-decoding, mla_decode_splits.cu) so that one row still fills every SM; a second kernel
+// merges the splits by lse. Built for (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned rows; every
+// other shape or layout goes to the generic kernel (mla_decode_generic.cu).
 #include <limits>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/mla_decode_splits.cuh"
+#include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {
 namespace {
 
 using namespace attn;
-
-constexpr int kSplitGranule = 64;  // split boundaries fall on multiples of this many tokens
 
 template <int C_, int W_, int HB_>
 struct DecodeCfg {
@@ -64,26 +61,10 @@ struct DecodeCfg {
   static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
 
-struct DecodeArgs {
-  const bf16* q;
-  int64_t q_s0, q_s1;
-  const bf16* pool;
-  int64_t pool_s0, pool_s1;
-  const int32_t* page_table;
-  int64_t pt_s0;
-  const int32_t* row_seq;
-  const int32_t* row_len;
-  int page_size;
-  int N, H, G, splits;
+struct DecodeArgs : PagedRows {
+  int G;
   float scale_log2;
-  // splits == 1: the final output.
-  bf16* out;
-  int64_t out_s0, out_s1;
-  float* lse;
-  int64_t lse_s0;
-  // splits > 1: normalised partials [splits, N, H, C] and their lse [splits, N, H].
-  float* part_o;
-  float* part_lse;
+  SplitResults res;
 };
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -91,13 +72,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 template <class K>
 __device__ void store_row_result(const DecodeArgs& a, int n, int split, int head, int col, float v0, float v1,
                                  bool write_lse, float lse) {
-  if (a.splits == 1) {
-    *reinterpret_cast<uint32_t*>(a.out + n * a.out_s0 + head * a.out_s1 + col) = pack_bf16(v0, v1);
-    if (write_lse) a.lse[n * a.lse_s0 + head] = lse;
+  if (a.res.splits == 1) {
+    *reinterpret_cast<uint32_t*>(a.res.out + n * a.res.out_s0 + head * a.res.out_s1 + col) = pack_bf16(v0, v1);
+    if (write_lse) a.res.lse[n * a.res.lse_s0 + head] = lse;
   } else {
-    const int64_t r = (int64_t{split} * a.N + n) * a.H + head;
-    *reinterpret_cast<float2*>(a.part_o + r * K::C + col) = make_float2(v0, v1);
-    if (write_lse) a.part_lse[r] = lse;
+    const int64_t r = (int64_t{split} * a.res.N + n) * a.res.H + head;
+    *reinterpret_cast<float2*>(a.res.part_o + r * K::C + col) = make_float2(v0, v1);
+    if (write_lse) a.res.part_lse[r] = lse;
   }
 }
 
@@ -119,19 +100,16 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
     if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
-  const int split = rest % a.splits, n = rest / a.splits;
+  const int split = rest % a.res.splits, n = rest / a.res.splits;
   const int h0 = hg * K::HB;
-  const int len = a.row_len[n];
-  const int64_t chunk = (int64_t{len} + a.splits - 1) / a.splits;
-  const int64_t step = (chunk + kSplitGranule - 1) / kSplitGranule * kSplitGranule;
-  const int t_begin = static_cast<int>(std::min<int64_t>(len, split * step));
-  const int t_end = static_cast<int>(std::min<int64_t>(len, t_begin + step));
+  const int2 span = split_tokens(a.row_len[n], a.res.splits, split);
+  const int t_begin = span.x, t_end = span.y;
   const int c0 = warp * K::CPW;
 
   if (t_begin >= t_end) {  // no tokens here: out = 0, lse = -inf (what the merge expects of an empty part)
     for (int r = 0; r < K::HB; ++r) {
       const int head = h0 + r;
-      if (head >= a.H) break;
+      if (head >= a.res.H) break;
       for (int c = 2 * tid; c < K::C; c += 2 * K::kThreads)
         store_row_result<K>(a, n, split, head, c, 0.f, 0.f, c == 0, kNegInf);
     }
@@ -142,7 +120,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   const int ntiles = (t_end - t_begin + K::BT - 1) / K::BT;
   const int sub = tid & 7;
   for (int r = tid >> 3; r < K::HB; r += K::kThreads / 8) {
-    const bool ok = h0 + r < a.H;
+    const bool ok = h0 + r < a.res.H;
     const bf16* src = a.q + n * a.q_s0 + (ok ? h0 + r : 0) * a.q_s1;
     for (int c = sub; c < K::WCH; c += 8) cp_async16(q_s + slab<K::HB>(r, c * 8), src + c * 8, ok);
   }
@@ -331,7 +309,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = srow + 8 * r, head = h0 + row;
-      if (head >= a.H) continue;
+      if (head >= a.res.H) continue;
       float l = 0.f;
 #pragma unroll
       for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
@@ -347,7 +325,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = mi * 16 + g + 8 * r, head = h0 + row;
-        if (head >= a.H) continue;
+        if (head >= a.res.H) continue;
         float l = 0.f;
 #pragma unroll
         for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
@@ -360,187 +338,78 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   }
 }
 
-constexpr int kMaxSplits = 256;
-constexpr int kCombineThreads = 512;
-
-__device__ float block_reduce(float v, float* red, bool is_max) {
-  for (int o = 16; o; o >>= 1) {
-    const float x = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, x) : v + x;
-  }
-  __syncthreads();  // red may still be read by an earlier reduction
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = red[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
-  return v;
-}
-
-// Merges the splits of one (row, head) per block: the weights exp(lse_s - lse) go to shared memory,
-// then groups of threads sum interleaved subsets of the normalised partials for all columns (many
-// independent loads in flight: with one row the whole merge is a few blocks) and the groups add up.
-template <int C>
-__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeArgs a) {
-  constexpr int kCols = C / 4, kGroups = kCombineThreads / kCols;
-  __shared__ float w_s[kMaxSplits];
-  __shared__ float red[kCombineThreads / 32];
-  __shared__ float4 acc_s[kGroups][kCols];
-  const int n = blockIdx.x / a.H, h = blockIdx.x % a.H, tid = threadIdx.x;
-  auto part = [&](int s) { return (int64_t{s} * a.N + n) * a.H + h; };
-  float mx = kNegInf;
-  for (int s = tid; s < a.splits; s += kCombineThreads) mx = fmaxf(mx, a.part_lse[part(s)]);
-  mx = block_reduce(mx, red, true);
-  bf16* out = a.out + n * a.out_s0 + h * a.out_s1;
-  if (mx == kNegInf) {  // no split saw a token
-    for (int c = 2 * tid; c < C; c += 2 * kCombineThreads) *reinterpret_cast<uint32_t*>(out + c) = 0u;
-    if (tid == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
-    return;
-  }
-  float total = 0.f;
-  for (int s = tid; s < a.splits; s += kCombineThreads) {
-    const float w = __expf(a.part_lse[part(s)] - mx);
-    w_s[s] = w;
-    total += w;
-  }
-  total = block_reduce(total, red, false);  // its barriers also publish w_s
-  const int col = tid % kCols, grp = tid / kCols;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-  for (int s = grp; s < a.splits; s += kGroups) {  // empty splits hold zeros with weight 0
-    const float w = w_s[s];
-    const float4 x = reinterpret_cast<const float4*>(a.part_o + part(s) * C)[col];
-    acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
-  }
-  acc_s[grp][col] = acc;
-  __syncthreads();
-  if (grp == 0) {
-    for (int g = 1; g < kGroups; ++g) {
-      const float4 x = acc_s[g][col];
-      acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
-    }
-    const float inv = 1.f / total;
-    uint32_t* dst = reinterpret_cast<uint32_t*>(out + col * 4);  // rows are only 4-byte aligned
-    dst[0] = pack_bf16(acc.x * inv, acc.y * inv);
-    dst[1] = pack_bf16(acc.z * inv, acc.w * inv);
-    if (tid == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
-  }
-}
-
-// Split partials: one buffer per (device, stream), grown on demand and kept, so the hot path allocates
-// nothing; calls on one stream run in order, so each may reuse the buffer of the one before.
-float* split_workspace(size_t bytes, cudaStream_t s) {
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> buffers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& [ptr, cap] = buffers[{current_device(), s}];
-  if (cap < bytes) {
-    if (ptr) {
-      SPLASH_CUDA_CHECK(cudaStreamSynchronize(s));
-      SPLASH_CUDA_CHECK(cudaFree(ptr));
-      ptr = nullptr, cap = 0;
-    }
-    SPLASH_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-    cap = bytes;
-  }
-  return static_cast<float*>(ptr);
-}
-
-// Splits per row: the fewest waves of blocks times the tokens each block handles (plus a fixed cost of
-// about two tiles), for the longest row the page table can hold; every split keeps two tiles at least.
-int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
-  const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, kMaxSplits);
-  int best = 1;
-  double best_cost = 0;
-  for (int64_t s = 1; s <= max_splits; ++s) {
-    const double waves = static_cast<double>((blocks * s + sms - 1) / sms);
-    const double cost = waves * (static_cast<double>(max_len) / s + 2.0 * bt);
-    if (s == 1 || cost < best_cost) best = static_cast<int>(s), best_cost = cost;
-  }
-  return best;
-}
-
-void check_rows_aligned(const Tensor& t, const char* what) {
-  SPLASH_CHECK(t.dtype() == DType::BF16 && t.ndim() == 3 && t.stride(2) == 1, "{}: bf16 [_, _, _] with contiguous rows",
-               what);
-  SPLASH_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0,
-               "{}: rows must start on 16-byte boundaries (strides {} {})", what, t.stride(0), t.stride(1));
-}
-
 template <int C, int W, int HB>
 void launch_decode(DecodeArgs a, cudaStream_t s) {
   using K = DecodeCfg<C, W, HB>;
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_kernel<K>), K::kSmem);
-  const int64_t blocks = int64_t{a.N} * a.G * a.splits;
+  const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
   absorbed_decode_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
   SPLASH_CUDA_LAUNCHED();
-  if (a.splits > 1) {
-    combine_splits_kernel<C><<<static_cast<unsigned>(int64_t{a.N} * a.H), kCombineThreads, 0, s>>>(a);
-    SPLASH_CUDA_LAUNCHED();
-  }
+  if (a.res.splits > 1) combine_splits(a.res, s);
 }
 
 template <int C, int W>
 void dispatch_heads(DecodeArgs a, cudaStream_t s) {
-  if (a.H <= 16) return launch_decode<C, W, 16>(a, s);
-  if (a.H <= 32) return launch_decode<C, W, 32>(a, s);
+  if (a.res.H <= 16) return launch_decode<C, W, 16>(a, s);
+  if (a.res.H <= 32) return launch_decode<C, W, 32>(a, s);
   launch_decode<C, W, 64>(a, s);
+}
+
+// The (C, W) the tensor-core kernel is built for, with the alignment it needs (out is written in pairs).
+bool tensor_core_fits(const Tensor& out, const Tensor& q, const PagedKv& kv) {
+  const int64_t W = q.size(2), C = out.size(2);
+  return ((C == 512 && W == 576) || (C == 64 && W == 80)) && rows_in_chunks(q) && rows_in_chunks(kv.pool) &&
+         out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 && reinterpret_cast<uintptr_t>(out.data()) % 4 == 0;
+}
+
+// What both absorbed kernels take.
+void check_absorbed_args(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv) {
+  for (const Tensor* t : {&q, &kv.pool, &out})
+    SPLASH_CHECK(t->dtype() == DType::BF16 && t->ndim() == 3 && t->stride(2) == 1,
+                 "absorbed attention: q, pool and out are bf16 [_, _, _] with contiguous rows, got {}", t->shape_str());
+  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.ndim() == 2 && lse.stride(1) == 1, "absorbed lse: f32 [N, H]");
+  const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
+  SPLASH_CHECK(
+      kv.pool.size(2) == W && C <= W && out.size(0) == N && out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
+      "absorbed attention shapes: q {} pool {} out {} lse {}", q.shape_str(), kv.pool.shape_str(), out.shape_str(),
+      lse.shape_str());
+  SPLASH_CHECK(kv.page_table.dtype() == DType::I32 && kv.page_table.stride(1) == 1 &&
+                   kv.row_seq.dtype() == DType::I32 && kv.row_kv_len.dtype() == DType::I32,
+               "absorbed attention: page table and row indices are I32");
+}
+
+void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
+                        cudaStream_t s) {
+  const int64_t H = q.size(1), C = out.size(2);
+  DecodeArgs a{};
+  static_cast<PagedRows&>(a) = paged_rows(q, kv);
+  const int HB = H <= 16 ? 16 : H <= 32 ? 32 : 64;
+  a.G = static_cast<int>((H + HB - 1) / HB);
+  a.scale_log2 = scale * kLog2e;
+  a.res = split_results(out, lse, kv, a.G, s);
+  if (C == 512)
+    dispatch_heads<512, 576>(a, s);
+  else
+    dispatch_heads<64, 80>(a, s);
 }
 
 }  // namespace
 
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s) {
-  check_rows_aligned(q, "absorbed q");
-  check_rows_aligned(kv.pool, "latent pool");
-  const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
-  SPLASH_CHECK(kv.pool.size(2) == W && out.size(0) == N && out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
-               "absorbed attention shapes: q {} pool {} out {} lse {}", q.shape_str(), kv.pool.shape_str(),
-               out.shape_str(), lse.shape_str());
-  SPLASH_CHECK(out.dtype() == DType::BF16 && out.stride(2) == 1 && out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 &&
-                   reinterpret_cast<uintptr_t>(out.data()) % 4 == 0,
-               "absorbed out: bf16, contiguous rows, even strides");
-  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.stride(1) == 1, "absorbed lse: f32 [N, H]");
-  SPLASH_CHECK(kv.page_table.dtype() == DType::I32 && kv.page_table.stride(1) == 1 &&
-                   kv.row_seq.dtype() == DType::I32 && kv.row_kv_len.dtype() == DType::I32,
-               "absorbed attention: page table and row indices are I32");
-  SPLASH_CHECK((C == 512 && W == 576) || (C == 64 && W == 80),
-               "absorbed attention: latent {} + rope {} is not built (512 + 64 and 64 + 16 are)", C, W - C);
-  if (N == 0 || H == 0) return;
-
-  DecodeArgs a{};
-  a.q = q.ptr<bf16>();
-  a.q_s0 = q.stride(0);
-  a.q_s1 = q.stride(1);
-  a.pool = kv.pool.ptr<bf16>();
-  a.pool_s0 = kv.pool.stride(0);
-  a.pool_s1 = kv.pool.stride(1);
-  a.page_table = kv.page_table.ptr<int32_t>();
-  a.pt_s0 = kv.page_table.stride(0);
-  a.row_seq = kv.row_seq.ptr<int32_t>();
-  a.row_len = kv.row_kv_len.ptr<int32_t>();
-  a.page_size = static_cast<int>(kv.pool.size(1));
-  a.N = static_cast<int>(N);
-  a.H = static_cast<int>(H);
-  const int HB = H <= 16 ? 16 : H <= 32 ? 32 : 64;
-  a.G = static_cast<int>((H + HB - 1) / HB);
-  a.scale_log2 = scale * kLog2e;
-  a.out = out.ptr<bf16>();
-  a.out_s0 = out.stride(0);
-  a.out_s1 = out.stride(1);
-  a.lse = lse.ptr<float>();
-  a.lse_s0 = lse.stride(0);
-  const int64_t max_len = kv.page_table.size(1) * kv.pool.size(1);
-  a.splits = choose_splits(N * a.G, max_len, sm_count(), kSplitGranule);
-
-  if (a.splits > 1) {
-    const size_t parts = static_cast<size_t>(a.splits) * N * H;
-    a.part_o = split_workspace(parts * (C + 1) * sizeof(float), s);
-    a.part_lse = a.part_o + parts * C;
-  }
-  if (C == 512)
-    dispatch_heads<512, 576>(a, s);
+  check_absorbed_args(out, lse, q, kv);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  if (tensor_core_fits(out, q, kv))
+    launch_tensor_core(out, lse, q, kv, scale, s);
   else
-    dispatch_heads<64, 80>(a, s);
+    launch_absorbed_generic(out, lse, q, kv, scale, s);
+}
+
+void absorbed_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
+                                cudaStream_t s) {
+  check_absorbed_args(out, lse, q, kv);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  launch_absorbed_generic(out, lse, q, kv, scale, s);
 }
 
 }  // namespace splash::cuda

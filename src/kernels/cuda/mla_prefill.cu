@@ -3,15 +3,18 @@
 // 64-token K/V tiles through shared memory. Both products run on wgmma: S = Q K^T with both operands
 // in shared memory, O += P V with P taken straight from the S registers (each warp owns whole rows, so
 // the softmax needs no shared memory). Rows carry their own token range, which covers causal prefill
-// over a cached prefix and several sequences in one launch.
-#include <climits>
+// over a cached prefix and several sequences in one launch. Built for (d_n, d_r, d_v) = (128, 64, 128)
+// and (32, 16, 32) with 16-byte aligned rows; every other shape or layout goes to the generic kernel
+// (mla_prefill_generic.cu).
 #include <limits>
 
 #include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -35,35 +38,11 @@ struct PrefillCfg {
   static_assert(DN % 8 == 0 && DR % 8 == 0 && DQK % 16 == 0 && DV % 16 == 0, "head widths");
 };
 
-struct PrefillArgs {
-  const bf16* q;
-  int64_t q_s0, q_s1;
-  const bf16* k_nope;
-  int64_t kn_s0, kn_s1;
-  const bf16* k_pe;
-  int64_t kp_s0;
-  const bf16* v;
-  int64_t v_s0, v_s1;
-  const int32_t* row_start;
-  const int32_t* row_len;
-  int N, row_tiles;
-  float scale_log2;
-  bf16* out;
-  int64_t out_s0, out_s1;
-  float* lse;
-  int64_t lse_s0;
+struct PrefillArgs : ExpandedRows {
+  int row_tiles;
 };
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-__device__ __forceinline__ int warp_min(int v) {
-  for (int o = 16; o; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ int warp_max(int v) {
-  for (int o = 16; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // Block (head blockIdx.x, row tile): row tiles run last-first, since later causal rows see more tokens.
 template <class K>
@@ -81,35 +60,9 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
   const int r0 = (a.row_tiles - 1 - static_cast<int>(blockIdx.y)) * K::BM;
   auto tile_row = [&](int mi, int r) { return mi * 64 + warp * 16 + g + 8 * r; };  // rows of this thread
 
-  // Thread i reads the token range of row r0 + i; the block reduces the union of the non-empty ranges
-  // (the tiles it visits) and the span every real row covers (tiles inside need no mask).
-  static_assert(K::BM == K::kThreads, "one row per thread");
-  if (tid == 0) bounds_s[0] = INT_MAX, bounds_s[1] = INT_MIN, bounds_s[2] = INT_MIN, bounds_s[3] = INT_MAX;
-  int any_lo = INT_MAX, any_hi = INT_MIN, all_lo = INT_MIN, all_hi = INT_MAX;
-  {
-    int2 range = make_int2(0, 0);
-    if (r0 + tid < a.N) {
-      range.x = a.row_start[r0 + tid];
-      range.y = range.x + a.row_len[r0 + tid];
-      all_lo = range.x;
-      all_hi = range.y;
-      if (range.y > range.x) any_lo = range.x, any_hi = range.y;
-    }
-    range_s[tid] = range;
-  }
-  any_lo = warp_min(any_lo);
-  any_hi = warp_max(any_hi);
-  all_lo = warp_max(all_lo);
-  all_hi = warp_min(all_hi);
-  __syncthreads();
-  if (lane == 0) {
-    atomicMin(&bounds_s[0], any_lo);
-    atomicMax(&bounds_s[1], any_hi);
-    atomicMax(&bounds_s[2], all_lo);
-    atomicMin(&bounds_s[3], all_hi);
-  }
-  __syncthreads();
-  const int lo = bounds_s[0], hi = bounds_s[1], cover_lo = bounds_s[2], cover_hi = bounds_s[3];
+  static_assert(K::BM <= K::kThreads, "a thread per row");
+  const RowBounds rb = block_row_bounds(a.row_start, a.row_len, r0, a.N, K::BM, range_s, bounds_s);
+  const int lo = rb.lo, hi = rb.hi, cover_lo = rb.cover_lo, cover_hi = rb.cover_hi;
   const int ntiles = lo < hi ? (hi - lo + K::BN - 1) / K::BN : 0;
 
   // Loads: 8 threads per row, 16 bytes each per step; rows past N and tokens past the union are zeros.
@@ -267,9 +220,42 @@ void launch_prefill(PrefillArgs a, int H, cudaStream_t s) {
 void check_view(const Tensor& t, int ndim, const char* what) {
   SPLASH_CHECK(t.dtype() == DType::BF16 && t.ndim() == ndim && t.stride(ndim - 1) == 1,
                "{}: bf16 with {} dims and contiguous rows, got {}", what, ndim, t.shape_str());
-  bool aligned = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
-  for (int d = 0; d + 1 < ndim; ++d) aligned = aligned && t.stride(d) % 8 == 0;
-  SPLASH_CHECK(aligned, "{}: rows must start on 16-byte boundaries", what);
+}
+
+// What both expanded kernels take.
+void check_expanded_args(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                         const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len) {
+  check_view(q, 3, "expanded q");
+  check_view(k_nope, 3, "k_nope");
+  check_view(k_pe, 2, "k_pe");
+  check_view(v, 3, "v");
+  check_view(out, 3, "expanded out");
+  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.ndim() == 2 && lse.stride(1) == 1, "expanded lse: f32 [N, H]");
+  const int64_t N = q.size(0), H = q.size(1), dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
+  SPLASH_CHECK(q.size(2) == dn + dr && out.size(2) == dv && k_nope.size(1) == H && v.size(1) == H && out.size(0) == N &&
+                   out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
+               "expanded attention shapes: q {} k_nope {} k_pe {} v {} out {}", q.shape_str(), k_nope.shape_str(),
+               k_pe.shape_str(), v.shape_str(), out.shape_str());
+  SPLASH_CHECK(row_kv_start.dtype() == DType::I32 && row_kv_len.dtype() == DType::I32, "expanded row ranges: I32");
+}
+
+// The head dims the wgmma kernel is built for, with the alignment it needs (out is written in pairs).
+bool wgmma_fits(const Tensor& out, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe, const Tensor& v) {
+  const int64_t dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
+  const bool built = (dn == 128 && dr == 64 && dv == 128) || (dn == 32 && dr == 16 && dv == 32);
+  return built && rows_in_chunks(q) && rows_in_chunks(k_nope) && rows_in_chunks(k_pe) && rows_in_chunks(v) &&
+         out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 && reinterpret_cast<uintptr_t>(out.data()) % 4 == 0;
+}
+
+void launch_wgmma(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
+                  const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale, cudaStream_t s) {
+  const int H = static_cast<int>(q.size(1));
+  PrefillArgs a{};
+  static_cast<ExpandedRows&>(a) = expanded_rows(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale);
+  if (k_nope.size(2) == 128)
+    launch_prefill<PrefillCfg<128, 64, 128>>(a, H, s);
+  else
+    launch_prefill<PrefillCfg<32, 16, 32>>(a, H, s);
 }
 
 }  // namespace
@@ -277,50 +263,20 @@ void check_view(const Tensor& t, int ndim, const char* what) {
 void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
                         const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
                         cudaStream_t s) {
-  check_view(q, 3, "expanded q");
-  check_view(k_nope, 3, "k_nope");
-  check_view(k_pe, 2, "k_pe");
-  check_view(v, 3, "v");
-  const int64_t N = q.size(0), H = q.size(1), dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
-  SPLASH_CHECK(q.size(2) == dn + dr && out.size(2) == dv && k_nope.size(1) == H && v.size(1) == H && out.size(0) == N &&
-                   out.size(1) == H && lse.size(0) == N && lse.size(1) == H,
-               "expanded attention shapes: q {} k_nope {} k_pe {} v {} out {}", q.shape_str(), k_nope.shape_str(),
-               k_pe.shape_str(), v.shape_str(), out.shape_str());
-  SPLASH_CHECK(out.dtype() == DType::BF16 && out.stride(2) == 1 && out.stride(0) % 2 == 0 && out.stride(1) % 2 == 0 &&
-                   reinterpret_cast<uintptr_t>(out.data()) % 4 == 0,
-               "expanded out: bf16, contiguous rows, even strides");
-  SPLASH_CHECK(lse.dtype() == DType::F32 && lse.stride(1) == 1, "expanded lse: f32 [N, H]");
-  SPLASH_CHECK(row_kv_start.dtype() == DType::I32 && row_kv_len.dtype() == DType::I32, "expanded row ranges: I32");
-  const bool v3 = dn == 128 && dr == 64 && dv == 128, small = dn == 32 && dr == 16 && dv == 32;
-  SPLASH_CHECK(v3 || small, "expanded attention: head dims {}/{}/{} are not built (128/64/128 and 32/16/32 are)", dn,
-               dr, dv);
-  if (N == 0 || H == 0) return;
-
-  PrefillArgs a{};
-  a.q = q.ptr<bf16>();
-  a.q_s0 = q.stride(0);
-  a.q_s1 = q.stride(1);
-  a.k_nope = k_nope.ptr<bf16>();
-  a.kn_s0 = k_nope.stride(0);
-  a.kn_s1 = k_nope.stride(1);
-  a.k_pe = k_pe.ptr<bf16>();
-  a.kp_s0 = k_pe.stride(0);
-  a.v = v.ptr<bf16>();
-  a.v_s0 = v.stride(0);
-  a.v_s1 = v.stride(1);
-  a.row_start = row_kv_start.ptr<int32_t>();
-  a.row_len = row_kv_len.ptr<int32_t>();
-  a.N = static_cast<int>(N);
-  a.scale_log2 = scale * kLog2e;
-  a.out = out.ptr<bf16>();
-  a.out_s0 = out.stride(0);
-  a.out_s1 = out.stride(1);
-  a.lse = lse.ptr<float>();
-  a.lse_s0 = lse.stride(0);
-  if (v3)
-    launch_prefill<PrefillCfg<128, 64, 128>>(a, static_cast<int>(H), s);
+  check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  if (wgmma_fits(out, q, k_nope, k_pe, v))
+    launch_wgmma(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
   else
-    launch_prefill<PrefillCfg<32, 16, 32>>(a, static_cast<int>(H), s);
+    launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+}
+
+void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                                const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                                const Tensor& row_kv_len, float scale, cudaStream_t s) {
+  check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
 }
 
 }  // namespace splash::cuda

@@ -1,0 +1,109 @@
+#pragma once
+// The query rows of an expanded-attention block, shared by the specialized and generic kernels: each
+// row carries its own token range [start, start + len), which covers causal prefill over a cached
+// prefix and several sequences in one launch.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/cuda/attention_tiles.cuh"
+
+namespace splash::cuda::attn {
+
+// What both expanded kernels read and write (expanded_attention's tensors) and their rows.
+struct ExpandedRows {
+  const bf16* q;
+  int64_t q_s0, q_s1;
+  const bf16* k_nope;
+  int64_t kn_s0, kn_s1;
+  const bf16* k_pe;
+  int64_t kp_s0;
+  const bf16* v;
+  int64_t v_s0, v_s1;
+  const int32_t* row_start;
+  const int32_t* row_len;
+  int N;
+  float scale_log2;
+  bf16* out;
+  int64_t out_s0, out_s1;
+  float* lse;
+  int64_t lse_s0;
+};
+
+inline ExpandedRows expanded_rows(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                                  const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                                  const Tensor& row_kv_len, float scale) {
+  return {.q = q.ptr<bf16>(),
+          .q_s0 = q.stride(0),
+          .q_s1 = q.stride(1),
+          .k_nope = k_nope.ptr<bf16>(),
+          .kn_s0 = k_nope.stride(0),
+          .kn_s1 = k_nope.stride(1),
+          .k_pe = k_pe.ptr<bf16>(),
+          .kp_s0 = k_pe.stride(0),
+          .v = v.ptr<bf16>(),
+          .v_s0 = v.stride(0),
+          .v_s1 = v.stride(1),
+          .row_start = row_kv_start.ptr<int32_t>(),
+          .row_len = row_kv_len.ptr<int32_t>(),
+          .N = static_cast<int>(q.size(0)),
+          .scale_log2 = scale * kLog2e,
+          .out = out.ptr<bf16>(),
+          .out_s0 = out.stride(0),
+          .out_s1 = out.stride(1),
+          .lse = lse.ptr<float>(),
+          .lse_s0 = lse.stride(0)};
+}
+
+__device__ __forceinline__ int warp_min(int v) {
+  for (int o = 16; o; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ int warp_max(int v) {
+  for (int o = 16; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The block's token bounds: [lo, hi) the union of its rows' non-empty ranges (the tiles it visits), and
+// [cover_lo, cover_hi) the span every real row covers (tiles inside it need no mask).
+struct RowBounds {
+  int lo, hi, cover_lo, cover_hi;
+};
+
+// Thread i < rows reads the range of row r0 + i into range_s[i] (rows past N get the empty range); the
+// block reduces the bounds through bounds_s (int [4]). Every thread of the block calls it: it holds
+// two barriers.
+__device__ __forceinline__ RowBounds block_row_bounds(const int32_t* row_start, const int32_t* row_len, int r0, int N,
+                                                      int rows, int2* range_s, int* bounds_s) {
+  const int tid = threadIdx.x;
+  if (tid == 0) bounds_s[0] = INT_MAX, bounds_s[1] = INT_MIN, bounds_s[2] = INT_MIN, bounds_s[3] = INT_MAX;
+  int any_lo = INT_MAX, any_hi = INT_MIN, all_lo = INT_MIN, all_hi = INT_MAX;
+  if (tid < rows) {
+    int2 range = make_int2(0, 0);
+    if (r0 + tid < N) {
+      range.x = row_start[r0 + tid];
+      range.y = range.x + row_len[r0 + tid];
+      all_lo = range.x;
+      all_hi = range.y;
+      if (range.y > range.x) any_lo = range.x, any_hi = range.y;
+    }
+    range_s[tid] = range;
+  }
+  any_lo = warp_min(any_lo);
+  any_hi = warp_max(any_hi);
+  all_lo = warp_max(all_lo);
+  all_hi = warp_min(all_hi);
+  __syncthreads();
+  if ((tid & 31) == 0) {
+    atomicMin(&bounds_s[0], any_lo);
+    atomicMax(&bounds_s[1], any_hi);
+    atomicMax(&bounds_s[2], all_lo);
+    atomicMin(&bounds_s[3], all_hi);
+  }
+  __syncthreads();
+  return {bounds_s[0], bounds_s[1], bounds_s[2], bounds_s[3]};
+}
+
+}  // namespace splash::cuda::attn

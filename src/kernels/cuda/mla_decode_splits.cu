@@ -1,0 +1,194 @@
+// Flash-decoding's host side (split count, buffer of partials) and the kernel that merges the splits of
+// every (row, head) by their lse, for any latent width.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mla_decode_splits.cuh"
+
+namespace splash::cuda::attn {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kCombineThreads = 512;
+
+__device__ float block_reduce(float v, float* red, bool is_max) {
+  for (int o = 16; o; o >>= 1) {
+    const float x = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, x) : v + x;
+  }
+  __syncthreads();  // red may still be read by an earlier reduction
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+  return v;
+}
+
+// Columns c .. c + 3 of a partial row (those below C); kVec: one 16-byte load (C % 4 == 0).
+template <bool kVec>
+__device__ __forceinline__ float4 load_quad(const float* row, int c, int C) {
+  if constexpr (kVec) return *reinterpret_cast<const float4*>(row + c);
+  float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (c < C) x.x = row[c];
+  if (c + 1 < C) x.y = row[c + 1];
+  if (c + 2 < C) x.z = row[c + 2];
+  if (c + 3 < C) x.w = row[c + 3];
+  return x;
+}
+
+// kVec: two bf16 pairs (C % 4 == 0, output rows 4-byte aligned with even strides).
+template <bool kVec>
+__device__ __forceinline__ void store_quad(bf16* row, int c, int C, float4 x) {
+  if constexpr (kVec) {
+    uint32_t* dst = reinterpret_cast<uint32_t*>(row + c);
+    dst[0] = pack_bf16(x.x, x.y);
+    dst[1] = pack_bf16(x.z, x.w);
+  } else {
+    if (c < C) row[c] = __float2bfloat16_rn(x.x);
+    if (c + 1 < C) row[c + 1] = __float2bfloat16_rn(x.y);
+    if (c + 2 < C) row[c + 2] = __float2bfloat16_rn(x.z);
+    if (c + 3 < C) row[c + 3] = __float2bfloat16_rn(x.w);
+  }
+}
+
+__device__ __forceinline__ void add_scaled(float4& acc, float w, float4 x) {
+  acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+}
+
+// Merges the splits of one (row, head) per block: the weights exp(lse_s - lse) go to shared memory,
+// then groups of threads sum interleaved subsets of the normalised partials for all column quads (many
+// independent loads in flight: with one row the whole merge is a few blocks) and the groups add up.
+// Rows of more than 2048 columns take several passes of one group. kC: the width, when the instance is
+// built for one (the specialized decode kernel's), else 0 for a.C.
+template <int kC, bool kVec>
+__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const SplitResults a) {
+  const int C = kC ? kC : a.C;
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red[kCombineThreads / 32];
+  __shared__ float4 acc_s[kCombineThreads];
+  const int n = blockIdx.x / a.H, h = blockIdx.x % a.H, tid = threadIdx.x;
+  auto part = [&](int s) { return (int64_t{s} * a.N + n) * a.H + h; };
+  float mx = kNegInf;
+  for (int s = tid; s < a.splits; s += kCombineThreads) mx = fmaxf(mx, a.part_lse[part(s)]);
+  mx = block_reduce(mx, red, true);
+  bf16* out = a.out + n * a.out_s0 + h * a.out_s1;
+  if (mx == kNegInf) {  // no split saw a token
+    for (int c = tid; c < C; c += kCombineThreads) out[c] = __float2bfloat16_rn(0.f);
+    if (tid == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
+    return;
+  }
+  float total = 0.f;
+  for (int s = tid; s < a.splits; s += kCombineThreads) {
+    const float w = __expf(a.part_lse[part(s)] - mx);
+    w_s[s] = w;
+    total += w;
+  }
+  total = block_reduce(total, red, false);  // its barriers also publish w_s
+  const float inv = 1.f / total;
+  const int quads = (C + 3) / 4, span = max(1, min(quads, kCombineThreads)), groups = kCombineThreads / span;
+  const int col = tid % span, grp = tid / span;  // threads past groups * span idle
+  for (int q0 = 0; q0 < quads; q0 += span) {     // one pass unless C > 4 * kCombineThreads
+    const int q = q0 + col;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (grp < groups && q < quads) {
+#pragma unroll 4
+      for (int s = grp; s < a.splits; s += groups)  // empty splits hold zeros with weight 0
+        add_scaled(acc, w_s[s], load_quad<kVec>(a.part_o + part(s) * C, 4 * q, C));
+    }
+    acc_s[tid] = acc;
+    __syncthreads();
+    if (grp == 0 && q < quads) {
+      for (int g = 1; g < groups; ++g) {
+        const float4 x = acc_s[g * span + col];
+        acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+      }
+      store_quad<kVec>(out, 4 * q, C, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+    }
+    if (q0 + span < quads) __syncthreads();  // acc_s is read before the next pass writes it
+  }
+  if (tid == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
+}
+
+// The split count with the least cost for `blocks` blocks per split of rows up to max_len tokens (see
+// split_results).
+int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
+  const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, kMaxSplits);
+  int best = 1;
+  double best_cost = 0;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const double waves = static_cast<double>((blocks * s + sms - 1) / sms);
+    const double cost = waves * (static_cast<double>(max_len) / s + 2.0 * bt);
+    if (s == 1 || cost < best_cost) best = static_cast<int>(s), best_cost = cost;
+  }
+  return best;
+}
+
+// Calls on one stream run in order, so each may reuse the buffer of the one before.
+void reserve_partials(SplitResults& r, cudaStream_t s) {
+  if (r.splits <= 1) return;
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> buffers;
+  const size_t parts = static_cast<size_t>(r.splits) * r.N * r.H;
+  const size_t bytes = parts * (r.C + 1) * sizeof(float);
+  std::lock_guard<std::mutex> lock(mu);
+  auto& [ptr, cap] = buffers[{current_device(), s}];
+  if (cap < bytes) {
+    if (ptr) {
+      SPLASH_CUDA_CHECK(cudaStreamSynchronize(s));
+      SPLASH_CUDA_CHECK(cudaFree(ptr));
+      ptr = nullptr, cap = 0;
+    }
+    SPLASH_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    cap = bytes;
+  }
+  r.part_o = static_cast<float*>(ptr);
+  r.part_lse = r.part_o + parts * r.C;
+}
+
+}  // namespace
+
+PagedRows paged_rows(const Tensor& q, const PagedKv& kv) {
+  return {q.ptr<bf16>(),           q.stride(0),        q.stride(1),        kv.pool.ptr<bf16>(),
+          kv.pool.stride(0),       kv.pool.stride(1),  kv.page_table.ptr<int32_t>(), kv.page_table.stride(0),
+          kv.row_seq.ptr<int32_t>(), kv.row_kv_len.ptr<int32_t>(), static_cast<int>(kv.pool.size(1))};
+}
+
+SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s) {
+  const int64_t N = out.size(0), max_len = kv.page_table.size(1) * kv.pool.size(1);
+  SplitResults r{out.ptr<bf16>(),
+                 out.stride(0),
+                 out.stride(1),
+                 lse.ptr<float>(),
+                 lse.stride(0),
+                 nullptr,
+                 nullptr,
+                 static_cast<int>(N),
+                 static_cast<int>(out.size(1)),
+                 static_cast<int>(out.size(2)),
+                 choose_splits(N * head_groups, max_len, sm_count(), kSplitGranule)};
+  reserve_partials(r, s);
+  return r;
+}
+
+void combine_splits(const SplitResults& r, cudaStream_t s) {
+  const bool vec =
+      r.C % 4 == 0 && r.out_s0 % 2 == 0 && r.out_s1 % 2 == 0 && reinterpret_cast<uintptr_t>(r.out) % 4 == 0;
+  const unsigned blocks = static_cast<unsigned>(int64_t{r.N} * r.H);
+  if (vec && r.C == 512)
+    combine_splits_kernel<512, true><<<blocks, kCombineThreads, 0, s>>>(r);
+  else if (vec && r.C == 64)
+    combine_splits_kernel<64, true><<<blocks, kCombineThreads, 0, s>>>(r);
+  else if (vec)
+    combine_splits_kernel<0, true><<<blocks, kCombineThreads, 0, s>>>(r);
+  else
+    combine_splits_kernel<0, false><<<blocks, kCombineThreads, 0, s>>>(r);
+  SPLASH_CUDA_LAUNCHED();
+}
+
+}  // namespace splash::cuda::attn
