@@ -121,6 +121,9 @@ class Backend {
                                   Tensor row_kv_start, Tensor row_kv_len, float scale) = 0;
   // Exact merge of partial attention over disjoint token sets: parts[P, N, H, D], lses[P, N, H].
   virtual void merge_attention(Tensor out, Tensor parts, Tensor lses) = 0;
+  // Why attention of these widths (C = kv_lora_rank, head dims d_n, d_r, d_v) cannot run here, "" where
+  // it can: asked when a model loads, so that it is refused then rather than at its first step.
+  virtual std::string attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t d_v) const { return {}; }
 
   // Greedy sampling on the device: ids[n] (I32) = the lowest index of row n's maximum of logits[N, V]
   // (F32), as the CPU sampler picks it; -1 for a row holding a NaN or no finite maximum.

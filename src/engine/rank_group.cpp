@@ -116,6 +116,9 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   // pool is made accessible from every device of the group.
   const std::vector<int> peers = shares_a_device(devices_) ? devices_ : std::vector<int>();
   dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, devices_[w.rank], peers); });
+  const std::string unsupported = workers_.front()->backend->attention_width_error(
+      cfg_.kv_lora_rank, cfg_.qk_nope_head_dim, cfg_.qk_rope_head_dim, cfg_.v_head_dim);
+  if (!unsupported.empty()) fail("this model's attention cannot run on the {} backend: {}", opt.backend, unsupported);
   renew_communicators();
   dispatch([&](Worker& w) {
     Backend& be = *w.backend;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "comm/cuda/device_local_communicator.h"
+#include "common/collective_scenarios.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -27,6 +28,8 @@
 
 namespace splash {
 namespace {
+
+using namespace scenarios;
 
 bool have_gpu() {
   int n = 0;
@@ -122,173 +125,6 @@ class OneGpuGroup {
 void expect_all_fail(const std::vector<std::string>& errors, const std::string& needle) {
   for (size_t r = 0; r < errors.size(); ++r)
     EXPECT_NE(errors[r].find(needle), std::string::npos) << "rank " << r << " threw: '" << errors[r] << "'";
-}
-
-std::vector<uint32_t> bits(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  if (!v.empty()) std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
-  return b;
-}
-
-// Exactly representable, distinct per (rank, index, salt).
-float val(int rank, int64_t i, int salt) { return static_cast<float>(rank * 1000 + i + 7 * salt); }
-// Encodes (source, destination, index) so a misplaced element shows where it came from.
-float enc(int src, int dst, int64_t i, int salt) {
-  return static_cast<float>(src * 100000 + dst * 1000 + i + salt % 100 * 10);
-}
-constexpr float kPoison = -12345.0f;  // what an output holds before the collective writes it
-
-// ---- One scenario per collective; each rank checks its own result against the host's.
-
-// Fractional values make the f32 sum depend on the order of addition: the reference is rank order.
-void all_reduce_f32(Rank& k, int64_t n, int salt) {
-  auto x = [&](int r, int64_t i) { return 0.1f * (r + 1) + 0.001f * i + salt; };
-  std::vector<float> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = x(k.rank(), i);
-    want[i] = x(0, i);
-    for (int r = 1; r < k.size(); ++r) want[i] += x(r, i);
-  }
-  Tensor buf = k.put(DType::F32, mine);
-  k.comm.all_reduce_sum(buf);
-  EXPECT_EQ(bits(k.get<float>(buf)), bits(want)) << "rank " << k.rank() << " n " << n;
-}
-
-// f32 accumulation in rank order, rounded to bf16 once: the same bits on every rank.
-void all_reduce_bf16(Rank& k, int64_t n, int salt) {
-  auto x = [&](int r, int64_t i) { return f32_to_bf16(4.0f * std::sin(static_cast<float>(r * 131 + i + salt))); };
-  std::vector<uint16_t> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = x(k.rank(), i);
-    float acc = bf16_to_f32(x(0, i));
-    for (int r = 1; r < k.size(); ++r) acc += bf16_to_f32(x(r, i));
-    want[i] = f32_to_bf16(acc);
-  }
-  Tensor buf = k.put(DType::BF16, mine);
-  k.comm.all_reduce_sum(buf);
-  EXPECT_EQ(k.get<uint16_t>(buf), want) << "rank " << k.rank() << " n " << n;
-}
-
-void all_gather(Rank& k, int64_t n, int salt, bool in_place) {
-  const int t = k.size(), me = k.rank();
-  std::vector<float> want, mine;
-  for (int r = 0; r < t; ++r)
-    for (int64_t i = 0; i < n; ++i) want.push_back(val(r, i, salt));
-  for (int64_t i = 0; i < n; ++i) mine.push_back(val(me, i, salt));
-  Tensor out, in;
-  if (in_place) {
-    std::vector<float> start(static_cast<size_t>(t * n), kPoison);
-    std::copy(mine.begin(), mine.end(), start.begin() + me * n);
-    out = k.put(DType::F32, start);
-    in = out.slice(0, me * n, (me + 1) * n);
-  } else {
-    out = k.put(DType::F32, std::vector<float>(static_cast<size_t>(t * n), kPoison));
-    in = k.put(DType::F32, mine);
-  }
-  k.comm.all_gather(in, out);
-  if (!in_place) k.clobber(in);
-  EXPECT_EQ(k.get<float>(out), want) << "rank " << me << (in_place ? " in place" : "");
-}
-
-// counts[j] = (j + salt) % 3: a rotating set of ranks sends nothing and passes no tensor.
-void all_gather_v(Rank& k, int salt) {
-  const int t = k.size(), me = k.rank();
-  std::vector<int64_t> counts(t);
-  std::vector<float> want, mine;
-  for (int r = 0; r < t; ++r) {
-    counts[r] = (r + salt) % 3;
-    for (int64_t i = 0; i < counts[r]; ++i) want.push_back(val(r, i, salt));
-  }
-  for (int64_t i = 0; i < counts[me]; ++i) mine.push_back(val(me, i, salt));
-  Tensor in = counts[me] > 0 ? k.put(DType::F32, mine) : Tensor();
-  Tensor out = k.put(DType::F32, std::vector<float>(want.size(), kPoison));
-  k.comm.all_gather_v(in, out, counts);
-  k.clobber(in);
-  EXPECT_EQ(k.get<float>(out), want) << "rank " << me << " salt " << salt;
-}
-
-// In place, `out` is this rank's own chunk of `in` (NCCL's in-place form).
-void reduce_scatter_f32(Rank& k, int64_t chunk, int salt, bool in_place) {
-  const int t = k.size(), me = k.rank();
-  auto x = [&](int r, int64_t i) { return 0.3f * (r + 1) + 0.01f * i + salt; };
-  std::vector<float> mine(t * chunk), want(chunk);
-  for (int64_t i = 0; i < t * chunk; ++i) mine[i] = x(me, i);
-  for (int64_t i = 0; i < chunk; ++i) {
-    want[i] = x(0, me * chunk + i);
-    for (int r = 1; r < t; ++r) want[i] += x(r, me * chunk + i);
-  }
-  Tensor in = k.put(DType::F32, mine);
-  Tensor out = in_place ? in.slice(0, me * chunk, (me + 1) * chunk)
-                        : k.put(DType::F32, std::vector<float>(static_cast<size_t>(chunk), kPoison));
-  k.comm.reduce_scatter_sum(in, out);
-  if (!in_place) k.clobber(in);
-  EXPECT_EQ(bits(k.get<float>(out)), bits(want)) << "rank " << me << (in_place ? " in place" : "");
-}
-
-void reduce_scatter_bf16(Rank& k, int64_t chunk, int salt) {
-  const int t = k.size(), me = k.rank();
-  auto x = [&](int r, int64_t i) { return f32_to_bf16(1.5f * std::cos(static_cast<float>(r * 17 + i + salt))); };
-  std::vector<uint16_t> mine(t * chunk), want(chunk);
-  for (int64_t i = 0; i < t * chunk; ++i) mine[i] = x(me, i);
-  for (int64_t i = 0; i < chunk; ++i) {
-    float acc = bf16_to_f32(x(0, me * chunk + i));
-    for (int r = 1; r < t; ++r) acc += bf16_to_f32(x(r, me * chunk + i));
-    want[i] = f32_to_bf16(acc);
-  }
-  Tensor in = k.put(DType::BF16, mine);
-  Tensor out = k.put(DType::BF16, std::vector<uint16_t>(static_cast<size_t>(chunk), 0xffff));
-  k.comm.reduce_scatter_sum(in, out);
-  k.clobber(in);
-  EXPECT_EQ(k.get<uint16_t>(out), want) << "rank " << me;
-}
-
-void all_to_all(Rank& k, int64_t chunk, int salt) {
-  const int t = k.size(), me = k.rank();
-  std::vector<float> mine, want;
-  for (int dst = 0; dst < t; ++dst)
-    for (int64_t i = 0; i < chunk; ++i) mine.push_back(enc(me, dst, i, salt));
-  for (int src = 0; src < t; ++src)
-    for (int64_t i = 0; i < chunk; ++i) want.push_back(enc(src, me, i, salt));
-  Tensor in = k.put(DType::F32, mine);
-  Tensor out = k.put(DType::F32, std::vector<float>(want.size(), kPoison));
-  k.comm.all_to_all(in, out);
-  k.clobber(in);
-  EXPECT_EQ(k.get<float>(out), want) << "rank " << me;
-}
-
-// Elements rank i sends to rank j: uneven, and on even salts rank 0 sends nothing and the last rank
-// receives nothing.
-int64_t a2a_count(int i, int j, int t, int salt) {
-  if (salt % 2 == 0 && (i == 0 || j == t - 1)) return 0;
-  return (i + 2 * j + salt) % 4;
-}
-
-void all_to_all_v(Rank& k, int salt) {
-  const int t = k.size(), me = k.rank();
-  std::vector<int64_t> send(t), recv(t);
-  std::vector<float> mine, want;
-  for (int j = 0; j < t; ++j) {
-    send[j] = a2a_count(me, j, t, salt);
-    recv[j] = a2a_count(j, me, t, salt);
-    for (int64_t i = 0; i < send[j]; ++i) mine.push_back(enc(me, j, i, salt));
-    for (int64_t i = 0; i < recv[j]; ++i) want.push_back(enc(j, me, i, salt));
-  }
-  Tensor in = mine.empty() ? Tensor() : k.put(DType::F32, mine);
-  Tensor out = k.put(DType::F32, std::vector<float>(want.size(), kPoison));
-  k.comm.all_to_all_v(in, send, out, recv);
-  k.clobber(in);
-  EXPECT_EQ(k.get<float>(out), want) << "rank " << me << " salt " << salt;
-}
-
-void broadcast(Rank& k, int64_t n, int root, int salt) {
-  std::vector<float> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = val(k.rank(), i, salt);
-    want[i] = val(root, i, salt);
-  }
-  Tensor buf = k.put(DType::F32, mine);
-  k.comm.broadcast(buf, root);
-  EXPECT_EQ(k.get<float>(buf), want) << "rank " << k.rank() << " root " << root;
 }
 
 // ---- Every collective on 2, 4 and 8 ranks of one GPU.
@@ -395,22 +231,7 @@ TEST_P(DeviceLocalCollectives, OnTheGivenStream) {
 // Varying sizes, roots and empty parts in one long sequence: every event is recorded again in every
 // collective while the streams run at different paces.
 TEST_P(DeviceLocalCollectives, HundredsOfMixedCollectivesInARow) {
-  OneGpuGroup(GetParam()).run_ok([](Rank& k) {
-    for (int it = 0; it < 300; ++it) {
-      const int64_t n = it % 5;
-      switch (it % 9) {
-        case 0: all_reduce_f32(k, n + 3, it); break;
-        case 1: all_reduce_bf16(k, n, it); break;
-        case 2: all_gather(k, n, it, it % 2 == 0); break;
-        case 3: all_gather_v(k, it); break;
-        case 4: reduce_scatter_f32(k, n, it, it % 2 == 0); break;
-        case 5: all_to_all(k, n, it); break;
-        case 6: all_to_all_v(k, it); break;
-        case 7: broadcast(k, n + 1, it % k.size(), it); break;
-        case 8: k.comm.barrier(); break;
-      }
-    }
-  });
+  OneGpuGroup(GetParam()).run_ok([](Rank& k) { mixed_collectives(k, 300); });
 }
 
 // ---- Errors and abort, as in the in-process group.

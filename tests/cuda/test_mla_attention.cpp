@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/mla_attention.cuh"
 
 namespace splash {
@@ -469,6 +470,18 @@ TEST_F(ExpandedAttention, GenericAtBuiltShapes) {
   ExpandedCase v3 = prefill_case(16, 128, 64, 128);
   v3.generic = true;
   run_expanded(v3, 2701);
+}
+
+// The widths the backend takes are exactly those the kernels run: the whole range (and the
+// released shapes) load, only latents or heads past one block's shared memory are refused at load.
+TEST(AttentionWidths, BackendRefusesOnlyWhatNoKernelHolds) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Backend> be = make_cuda_backend(0);
+  for (auto [C, dn, dr, dv] : std::vector<std::array<int64_t, 4>>{
+           {512, 128, 64, 128}, {64, 32, 16, 32}, {1024, 256, 256, 256}, {32, 16, 16, 16}, {33, 7, 2, 5}, {2048, 8, 64, 4096}})
+    EXPECT_EQ(be->attention_width_error(C, dn, dr, dv), "") << C << " " << dn << " " << dr << " " << dv;
+  EXPECT_NE(be->attention_width_error(4096, 128, 64, 128), "");  // latent past C <= 2048
+  EXPECT_NE(be->attention_width_error(512, 512, 512, 128), "");  // d_n + d_r past one block
 }
 
 // ---- merge ----

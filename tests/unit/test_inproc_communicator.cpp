@@ -14,12 +14,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "common/collective_scenarios.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace splash {
 namespace {
+
+using namespace scenarios;
 
 // Runs body(comm) on one thread per rank; returns each rank's error message ("" if it returned).
 // Bodies use EXPECT, never ASSERT: a rank that leaves early would leave the others waiting.
@@ -60,162 +63,35 @@ Tensor f32(const std::vector<float>& v) { return tensor_of(DType::F32, v); }
 
 template <typename T>
 std::vector<T> contents(const Tensor& t) {
-  std::vector<T> v(t.numel());
+  std::vector<T> v(t.defined() ? t.numel() : 0);
   if (!v.empty()) std::memcpy(v.data(), t.data(), v.size() * sizeof(T));
   return v;
 }
-// Bit patterns, so that comparisons are bitwise (-0 vs +0 counts).
-std::vector<uint32_t> bits(const Tensor& t) { return contents<uint32_t>(t); }
 
-// Exactly representable, distinct per (rank, index, salt): sums of these are exact in f32.
-float val(int rank, int64_t i, int salt) { return static_cast<float>(rank * 1000 + i + 7 * salt); }
-
-// ---- One scenario per collective, run by every rank; each checks its own rank's result.
-
-// Fractional values make the f32 sum depend on the order of addition: the reference is rank order.
-void all_reduce_f32(Communicator& c, int64_t n, int salt) {
-  auto x = [&](int r, int64_t i) { return 0.1f * (r + 1) + 0.001f * i + salt; };
-  std::vector<float> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = x(c.rank(), i);
-    want[i] = x(0, i);
-    for (int r = 1; r < c.size(); ++r) want[i] += x(r, i);
+// A rank's handle for the shared scenarios (tests/common/collective_scenarios.h): host buffers.
+struct HostRank {
+  Communicator& comm;
+  int rank() const { return comm.rank(); }
+  int size() const { return comm.size(); }
+  template <typename T>
+  Tensor put(DType dtype, const std::vector<T>& v) {
+    return tensor_of(dtype, v);
   }
-  Tensor buf = f32(mine);
-  c.all_reduce_sum(buf);
-  EXPECT_EQ(bits(buf), bits(f32(want))) << "rank " << c.rank() << " n " << n;
-}
-
-// f32 accumulation in rank order, rounded to bf16 once.
-std::vector<uint16_t> all_reduce_bf16(Communicator& c, int64_t n, int salt) {
-  auto x = [&](int r, int64_t i) {
-    return f32_to_bf16(4.0f * std::sin(static_cast<float>(r * 131 + i + salt)));
-  };
-  std::vector<uint16_t> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = x(c.rank(), i);
-    float acc = bf16_to_f32(x(0, i));
-    for (int r = 1; r < c.size(); ++r) acc += bf16_to_f32(x(r, i));
-    want[i] = f32_to_bf16(acc);
+  template <typename T>
+  std::vector<T> get(const Tensor& t) {
+    return contents<T>(t);
   }
-  Tensor buf = tensor_of(DType::BF16, mine);
-  c.all_reduce_sum(buf);
-  const auto got = contents<uint16_t>(buf);
-  EXPECT_EQ(got, want) << "rank " << c.rank() << " n " << n;
-  return got;
-}
-
-void all_gather(Communicator& c, int64_t n, int salt, bool in_place) {
-  const int t = c.size(), me = c.rank();
-  std::vector<float> want;
-  for (int r = 0; r < t; ++r)
-    for (int64_t i = 0; i < n; ++i) want.push_back(val(r, i, salt));
-  Tensor out = cpu_tensor(DType::F32, {t * n});
-  Tensor in = in_place ? out.slice(0, me * n, (me + 1) * n) : cpu_tensor(DType::F32, {n});
-  for (int64_t i = 0; i < n; ++i) in.ptr<float>()[i] = val(me, i, salt);
-  c.all_gather(in, out);
-  EXPECT_EQ(contents<float>(out), want) << "rank " << me;
-}
-
-// counts[j] = (j + salt) % 3 makes a rotating set of ranks send nothing; those pass no tensor.
-void all_gather_v(Communicator& c, int salt) {
-  const int t = c.size(), me = c.rank();
-  std::vector<int64_t> counts(t);
-  std::vector<float> want;
-  for (int r = 0; r < t; ++r) {
-    counts[r] = (r + salt) % 3;
-    for (int64_t i = 0; i < counts[r]; ++i) want.push_back(val(r, i, salt));
+  void clobber(const Tensor& t) {
+    if (t.defined() && t.numel() > 0) std::memset(t.data(), 0, t.nbytes());
   }
-  Tensor in;
-  if (counts[me] > 0) {
-    in = cpu_tensor(DType::F32, {counts[me]});
-    for (int64_t i = 0; i < counts[me]; ++i) in.ptr<float>()[i] = val(me, i, salt);
-  }
-  Tensor out = cpu_tensor(DType::F32, {static_cast<int64_t>(want.size())});
-  c.all_gather_v(in, out, counts);
-  EXPECT_EQ(contents<float>(out), want) << "rank " << me << " salt " << salt;
-}
+};
 
-// In place, `out` is this rank's own chunk of `in` (NCCL's in-place form).
-void reduce_scatter_f32(Communicator& c, int64_t chunk, int salt, bool in_place) {
-  const int t = c.size(), me = c.rank();
-  std::vector<float> mine(t * chunk), want(chunk, 0.0f);
-  for (int64_t i = 0; i < t * chunk; ++i) mine[i] = val(me, i, salt);
-  for (int64_t i = 0; i < chunk; ++i)
-    for (int r = 0; r < t; ++r) want[i] += val(r, me * chunk + i, salt);
-  Tensor in = f32(mine);
-  Tensor out =
-      in_place ? in.slice(0, me * chunk, (me + 1) * chunk) : cpu_tensor(DType::F32, {chunk});
-  c.reduce_scatter_sum(in, out);
-  EXPECT_EQ(contents<float>(out), want) << "rank " << me;
-}
-
-void reduce_scatter_bf16(Communicator& c, int64_t chunk, int salt) {
-  const int t = c.size(), me = c.rank();
-  auto x = [&](int r, int64_t i) {
-    return f32_to_bf16(1.5f * std::cos(static_cast<float>(r * 17 + i + salt)));
-  };
-  std::vector<uint16_t> mine(t * chunk), want(chunk);
-  for (int64_t i = 0; i < t * chunk; ++i) mine[i] = x(me, i);
-  for (int64_t i = 0; i < chunk; ++i) {
-    float acc = bf16_to_f32(x(0, me * chunk + i));
-    for (int r = 1; r < t; ++r) acc += bf16_to_f32(x(r, me * chunk + i));
-    want[i] = f32_to_bf16(acc);
-  }
-  Tensor out = cpu_tensor(DType::BF16, {chunk});
-  c.reduce_scatter_sum(tensor_of(DType::BF16, mine), out);
-  EXPECT_EQ(contents<uint16_t>(out), want) << "rank " << me;
-}
-
-// Encodes (source, destination, index) so a misplaced element shows where it came from.
-float enc(int src, int dst, int64_t i, int salt) {
-  return static_cast<float>(src * 100000 + dst * 1000 + i + salt % 100 * 10);
-}
-
-void all_to_all(Communicator& c, int64_t chunk, int salt) {
-  const int t = c.size(), me = c.rank();
-  std::vector<float> mine, want;
-  for (int dst = 0; dst < t; ++dst)
-    for (int64_t i = 0; i < chunk; ++i) mine.push_back(enc(me, dst, i, salt));
-  for (int src = 0; src < t; ++src)
-    for (int64_t i = 0; i < chunk; ++i) want.push_back(enc(src, me, i, salt));
-  Tensor out = cpu_tensor(DType::F32, {t * chunk});
-  c.all_to_all(f32(mine), out);
-  EXPECT_EQ(contents<float>(out), want) << "rank " << me;
-}
-
-// Elements rank i sends to rank j. With more than one rank, rank 0 sends nothing and the last
-// rank receives nothing on even salts; other pairs get 0..3 elements.
-int64_t a2a_count(int i, int j, int t, int salt) {
-  if (t > 1 && salt % 2 == 0 && (i == 0 || j == t - 1)) return 0;
-  return (i + 2 * j + salt) % 4;
-}
-
-void all_to_all_v(Communicator& c, int salt) {
-  const int t = c.size(), me = c.rank();
-  std::vector<int64_t> send(t), recv(t);
-  std::vector<float> mine, want;
-  for (int j = 0; j < t; ++j) {
-    send[j] = a2a_count(me, j, t, salt);
-    recv[j] = a2a_count(j, me, t, salt);
-    for (int64_t i = 0; i < send[j]; ++i) mine.push_back(enc(me, j, i, salt));
-    for (int64_t i = 0; i < recv[j]; ++i) want.push_back(enc(j, me, i, salt));
-  }
-  Tensor in = mine.empty() ? Tensor() : f32(mine);
-  Tensor out = cpu_tensor(DType::F32, {static_cast<int64_t>(want.size())});
-  c.all_to_all_v(in, send, out, recv);
-  EXPECT_EQ(contents<float>(out), want) << "rank " << me << " salt " << salt;
-}
-
-void broadcast(Communicator& c, int64_t n, int root, int salt) {
-  std::vector<float> mine(n), want(n);
-  for (int64_t i = 0; i < n; ++i) {
-    mine[i] = val(c.rank(), i, salt);
-    want[i] = val(root, i, salt);
-  }
-  Tensor buf = f32(mine);
-  c.broadcast(buf, root);
-  EXPECT_EQ(contents<float>(buf), want) << "rank " << c.rank() << " root " << root;
+// Runs a scenario body on every rank of a group of `size`.
+void run_scenario(int size, const std::function<void(HostRank&)>& body) {
+  run_ok(size, [&](Communicator& c) {
+    HostRank k{c};
+    body(k);
+  });
 }
 
 // ---- Every collective on every group size.
@@ -226,16 +102,16 @@ INSTANTIATE_TEST_SUITE_P(InprocSizes, InprocCollectives, ::testing::Values(1, 2,
 TEST_P(InprocCollectives, AllReduceF32SumsInRankOrder) {
   // 1037 spans several accumulator blocks and splits unevenly over the ranks; 1 and 5 leave some
   // ranks with no slice to reduce.
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int64_t n : {0, 1, 5, 1037}) all_reduce_f32(c, n, 3);
+  run_scenario(GetParam(), [](HostRank& k) {
+    for (int64_t n : {0, 1, 5, 1037}) all_reduce_f32(k, n, 3);
   });
 }
 
 TEST_P(InprocCollectives, AllReduceBF16IsBitwiseIdenticalAcrossRanksAndRuns) {
   const int t = GetParam();
   std::vector<std::vector<uint16_t>> first(t), second(t);
-  run_ok(t, [&](Communicator& c) { first[c.rank()] = all_reduce_bf16(c, 777, 5); });
-  run_ok(t, [&](Communicator& c) { second[c.rank()] = all_reduce_bf16(c, 777, 5); });
+  run_scenario(t, [&](HostRank& k) { first[k.rank()] = all_reduce_bf16(k, 777, 5); });
+  run_scenario(t, [&](HostRank& k) { second[k.rank()] = all_reduce_bf16(k, 777, 5); });
   for (int r = 0; r < t; ++r) {
     EXPECT_EQ(first[r], first[0]) << "rank " << r;
     EXPECT_EQ(second[r], first[0]) << "rank " << r;
@@ -243,46 +119,46 @@ TEST_P(InprocCollectives, AllReduceBF16IsBitwiseIdenticalAcrossRanksAndRuns) {
 }
 
 TEST_P(InprocCollectives, AllGatherConcatenatesInRankOrder) {
-  run_ok(GetParam(), [](Communicator& c) {
+  run_scenario(GetParam(), [](HostRank& k) {
     for (int64_t n : {0, 1, 6}) {
-      all_gather(c, n, 1, /*in_place=*/false);
-      all_gather(c, n, 2, /*in_place=*/true);
+      all_gather(k, n, 1, /*in_place=*/false);
+      all_gather(k, n, 2, /*in_place=*/true);
     }
   });
 }
 
 TEST_P(InprocCollectives, AllGatherVWithRanksSendingNothing) {
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int salt = 0; salt < 3; ++salt) all_gather_v(c, salt);
+  run_scenario(GetParam(), [](HostRank& k) {
+    for (int salt = 0; salt < 3; ++salt) all_gather_v(k, salt);
   });
 }
 
 TEST_P(InprocCollectives, ReduceScatterSumF32AndBF16) {
-  run_ok(GetParam(), [](Communicator& c) {
+  run_scenario(GetParam(), [](HostRank& k) {
     for (int64_t chunk : {0, 1, 300}) {
-      reduce_scatter_f32(c, chunk, 4, /*in_place=*/false);
-      reduce_scatter_f32(c, chunk, 5, /*in_place=*/true);
-      reduce_scatter_bf16(c, chunk, 4);
+      reduce_scatter_f32(k, chunk, 4, /*in_place=*/false);
+      reduce_scatter_f32(k, chunk, 5, /*in_place=*/true);
+      reduce_scatter_bf16(k, chunk, 4);
     }
   });
 }
 
 TEST_P(InprocCollectives, AllToAllEqualChunks) {
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int64_t chunk : {0, 1, 3}) all_to_all(c, chunk, 6);
+  run_scenario(GetParam(), [](HostRank& k) {
+    for (int64_t chunk : {0, 1, 3}) all_to_all(k, chunk, 6);
   });
 }
 
 TEST_P(InprocCollectives, AllToAllVWithRanksSendingAndReceivingNothing) {
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int salt = 0; salt < 4; ++salt) all_to_all_v(c, salt);
+  run_scenario(GetParam(), [](HostRank& k) {
+    for (int salt = 0; salt < 4; ++salt) all_to_all_v(k, salt);
   });
 }
 
 TEST_P(InprocCollectives, BroadcastFromEveryRoot) {
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int root = c.size() - 1; root >= 0; --root) broadcast(c, 9, root, root);
-    broadcast(c, 0, c.size() - 1, 0);
+  run_scenario(GetParam(), [](HostRank& k) {
+    for (int root = k.size() - 1; root >= 0; --root) broadcast(k, 9, root, root);
+    broadcast(k, 0, k.size() - 1, 0);
   });
 }
 
@@ -299,25 +175,8 @@ TEST_P(InprocCollectives, BarrierOrdersPlainWrites) {
   });
 }
 
-// Varying sizes, roots and empty parts in one long sequence, to shake out races between a fast
-// rank's next call and a slow rank still reading the previous one.
 TEST_P(InprocCollectives, ThousandMixedCollectivesInARow) {
-  run_ok(GetParam(), [](Communicator& c) {
-    for (int it = 0; it < 1000; ++it) {
-      const int64_t n = it % 5;
-      switch (it % 9) {
-        case 0: all_reduce_f32(c, n + 3, it); break;
-        case 1: all_reduce_bf16(c, n, it); break;
-        case 2: all_gather(c, n, it, it % 2 == 0); break;
-        case 3: all_gather_v(c, it); break;
-        case 4: reduce_scatter_f32(c, n, it, it % 2 == 0); break;
-        case 5: all_to_all(c, n, it); break;
-        case 6: all_to_all_v(c, it); break;
-        case 7: broadcast(c, n + 1, it % c.size(), it); break;
-        case 8: c.barrier(); break;
-      }
-    }
-  });
+  run_scenario(GetParam(), [](HostRank& k) { mixed_collectives(k, 1000); });
 }
 
 // ---- Argument errors: every rank throws the same clear message, and nobody hangs.
@@ -436,8 +295,9 @@ TEST(InprocCommunicatorErrors, GroupStaysUsableAfterAnError) {
     } catch (const Error&) {
       ++failures;
     }
-    all_reduce_f32(c, 10, 0);
-    all_to_all_v(c, 0);
+    HostRank k{c};
+    all_reduce_f32(k, 10, 0);
+    all_to_all_v(k, 0);
   });
   EXPECT_EQ(failures, 4);
 }

@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/mla_generic.cuh"
 #include "kernels/cuda/op_profiler.cuh"
 
 namespace splash {
@@ -67,6 +68,12 @@ void CudaBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_
 
 void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
   cuda::merge_attention(out, parts, lses, ctx_->compute);
+}
+
+// Every width up to the generic kernels' shared-memory limits runs (d_v has none).
+std::string CudaBackend::attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t) const {
+  std::string e = absorbed_width_error(C, C + d_r);
+  return e.empty() ? expanded_width_error(d_n, d_r) : e;
 }
 
 }  // namespace cuda

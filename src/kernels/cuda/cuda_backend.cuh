@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                           Tensor row_kv_start, Tensor row_kv_len, float scale) override;
   void merge_attention(Tensor out, Tensor parts, Tensor lses) override;
+  std::string attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t d_v) const override;
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
   void argmax_rows(Tensor ids, Tensor logits) override;

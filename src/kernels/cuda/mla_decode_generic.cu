@@ -284,12 +284,16 @@ void launch(const GenericDecodeArgs& a, int smem, cudaStream_t s) {
 
 }  // namespace
 
+std::string absorbed_width_error(int64_t C, int64_t W) {
+  if (C <= kMaxC && W <= max_width()) return {};
+  return fmt::format("absorbed attention: latent {} + rope {} is wider than the generic kernel holds (C <= {}, W <= {})",
+                     C, W - C, kMaxC, max_width());
+}
+
 void launch_absorbed_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                              cudaStream_t s) {
   const int64_t H = q.size(1), W = q.size(2), C = out.size(2);
-  SPLASH_CHECK(C <= kMaxC && W <= max_width(),
-               "absorbed attention: latent {} + rope {} is wider than the generic kernel holds (C <= {}, W <= {})", C,
-               W - C, kMaxC, max_width());
+  if (std::string e = absorbed_width_error(C, W); !e.empty()) fail("{}", e);
   GenericDecodeArgs a{};
   a.W = static_cast<int>(W);
   a.ksteps = static_cast<int>((W + 15) / 16);

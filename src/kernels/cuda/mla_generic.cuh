@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/backend.h"
 
@@ -19,6 +20,10 @@ inline bool rows_in_chunks(const Tensor& t) {
 
 // Dynamic shared memory one Hopper block may opt into (the build targets sm_90a).
 constexpr int kMaxBlockSmem = 232448;
+
+// Why the generic kernels cannot take these widths ("" where they can): C latent, W = C + d_r; d_n, d_r.
+std::string absorbed_width_error(int64_t C, int64_t W);
+std::string expanded_width_error(int64_t dn, int64_t dr);
 
 // absorbed_attention's semantics for C <= 2048 and W = C + d_r up to what one block's shared memory
 // holds (about 2288); wider shapes fail a check.

@@ -258,13 +258,17 @@ void launch(const GenericPrefillArgs& a, int H, int chunks, int smem, cudaStream
 
 }  // namespace
 
+std::string expanded_width_error(int64_t dn, int64_t dr) {
+  if (dn + dr <= max_qk_width()) return {};
+  return fmt::format("expanded attention: head dims {} + {} are wider than the generic kernel holds (d_n + d_r <= {})",
+                     dn, dr, max_qk_width());
+}
+
 void launch_expanded_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
                              const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len,
                              float scale, cudaStream_t s) {
   const int64_t N = q.size(0), H = q.size(1), dn = k_nope.size(2), dr = k_pe.size(1), dv = v.size(2);
-  SPLASH_CHECK(dn + dr <= max_qk_width(),
-               "expanded attention: head dims {} + {} are wider than the generic kernel holds (d_n + d_r <= {})", dn,
-               dr, max_qk_width());
+  if (std::string e = expanded_width_error(dn, dr); !e.empty()) fail("{}", e);
   GenericPrefillArgs a{};
   static_cast<ExpandedRows&>(a) = expanded_rows(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale);
   a.row_tiles = static_cast<int>((N + kRows - 1) / kRows);

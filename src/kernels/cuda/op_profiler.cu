@@ -44,6 +44,9 @@ class OpProfilingBackend final : public Backend {
   DType act_dtype() const override { return in_->act_dtype(); }
   DType weight_dtype() const override { return in_->weight_dtype(); }
   int64_t total_memory_bytes() const override { return in_->total_memory_bytes(); }
+  std::string attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t d_v) const override {
+    return in_->attention_width_error(C, d_n, d_r, d_v);
+  }
   Tensor empty(DType dtype, std::span<const int64_t> shape) override { return in_->empty(dtype, shape); }
   void copy(Tensor dst, Tensor src, Stream s) override { timed("copy", s, [&] { in_->copy(dst, src, s); }); }
   void fill_zero(Tensor dst, Stream s) override { timed("fill_zero", s, [&] { in_->fill_zero(dst, s); }); }
