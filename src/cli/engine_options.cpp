@@ -55,6 +55,17 @@ void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-pages", f.kv_pages, "KV pages per rank (overrides the memory sizing)")->check(CLI::NonNegativeNumber);
 }
 
+void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--tokenizer", f.tokenizer,
+                 "tokenizer directory or tokenizer.json (default: the model directory's; tokenizer_config.json "
+                 "next to it gives BOS and EOS)");
+}
+
+void add_log_format_flag(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--log-format", f.log_format, "text | json (one JSON object per line)")
+      ->capture_default_str()->check(CLI::IsMember({"text", "json"}));
+}
+
 void add_switch_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--switch", f.switch_schedule,
                  "switch attention layout while running: 'step=5:dop,step=9:cp' (before engine step N; "
@@ -102,6 +113,7 @@ GroupOptions make_group_options(const EngineFlags& f) {
 EngineOptions make_engine_options(const EngineFlags& f) {
   EngineOptions o;
   o.group = make_group_options(f);
+  o.tokenizer = f.tokenizer;
   o.auto_layout = f.attn_layout == "auto";
   o.group.layout = o.auto_layout ? Layout::TP : parse_layout_flag(f.attn_layout);  // auto: the engine picks the start
   // A fixed layout has no use for a profile (benchmarks pass one flag set to fixed and auto runs alike).

@@ -23,6 +23,7 @@ struct EngineFlags {
   int page_size = 64;
   std::string attn_form = "auto";
   std::string log_level = "info";
+  std::string log_format = "text";  // --log-format (serve, generate): text | json
   // Scheduler and memory (SGLang's names where they exist).
   int64_t max_batched_tokens = 2048;
   int64_t chunked_prefill_size = 512;
@@ -33,6 +34,7 @@ struct EngineFlags {
   int64_t kv_pages = 0;
   std::string switch_schedule;   // step=N:LAYOUT,...
   std::string switch_mode = "overlapped";
+  std::string tokenizer;  // --tokenizer (serve, generate); empty: the model directory's
   // Parsed so that an SGLang-style multi-node command line gets a clear refusal: the engine runs on one node.
   MultinodeFlags multinode;
 };
@@ -49,6 +51,10 @@ int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);
 AttnForm parse_form_flag(const std::string& s);
 void apply_log_level(const std::string& level);
+// --tokenizer (serve, generate: the commands that take text).
+void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f);
+// --log-format (serve, generate); set_log_format (server/log_format.h) applies it.
+void add_log_format_flag(CLI::App& cmd, EngineFlags& f);
 // --switch and --switch-mode (check, generate).
 void add_switch_flags(CLI::App& cmd, EngineFlags& f);
 SwitchMode parse_switch_mode(const std::string& s);

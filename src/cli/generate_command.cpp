@@ -12,6 +12,7 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "server/log_format.h"
 #include "cli/demo_workload.h"
 #include "engine/engine.h"
 #include "cli/jsonl_io.h"
@@ -68,6 +69,7 @@ void progress(size_t done, size_t total, double secs, int64_t tokens) {
 
 int run_generate(const GenerateFlags& f) {
   apply_log_level(f.engine.log_level);
+  set_log_format(f.engine.log_format);
   SamplingParams defaults;
   defaults.max_tokens = f.max_tokens;
   defaults.temperature = f.temperature;
@@ -99,7 +101,7 @@ int run_generate(const GenerateFlags& f) {
     }
     try {
       if (in.prompt) {
-        const std::string text = f.chat ? apply_deepseek_v3_chat_template({{"user", *in.prompt}}, true) : *in.prompt;
+        const std::string text = f.chat ? apply_deepseek_v3_chat_template({{"user", *in.prompt}}) : *in.prompt;
         ids[i] = engine.add_text(text, in.params);
       } else {
         ids[i] = engine.add(in.input_ids, in.params);
@@ -168,6 +170,8 @@ void add_generate_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
+  add_tokenizer_flag(*cmd, f->engine);
+  add_log_format_flag(*cmd, f->engine);
   cmd->add_option("--input", f->input, "JSONL: one {\"prompt\": ...} or {\"input_ids\": [...]} per line, + sampling fields");
   cmd->add_option("--output", f->output, "JSONL results in input order (default: stdout)");
   cmd->add_option("--prompt", f->prompts, "a prompt (repeatable)");

@@ -10,7 +10,9 @@ namespace splash {
 nlohmann::json sampling_params_to_json(const SamplingParams& p) {
   nlohmann::json j = {{"temperature", p.temperature}, {"top_p", p.top_p},   {"top_k", p.top_k},
                       {"min_p", p.min_p},             {"max_tokens", p.max_tokens}, {"stop", p.stop},
-                      {"stop_token_ids", p.stop_token_ids}, {"ignore_eos", p.ignore_eos}, {"logprobs", p.logprobs}};
+                      {"stop_token_ids", p.stop_token_ids}, {"ignore_eos", p.ignore_eos}, {"logprobs", p.logprobs},
+                      {"min_tokens", p.min_tokens}, {"include_stop_str_in_output", p.include_stop_str_in_output},
+                      {"skip_special_tokens", p.skip_special_tokens}};
   if (p.seed) j["seed"] = *p.seed;
   return j;
 }

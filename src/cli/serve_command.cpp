@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/engine_options.h"
+#include "cli/flag_values.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
+#include "server/log_format.h"
 #include "server/server_options.h"
 #include "server/signal_watcher.h"
 
@@ -21,8 +23,9 @@ struct ServeFlags {
 // Tokens of KV the whole group holds: every rank holds a full copy in TP, a share otherwise.
 int64_t group_kv_tokens(Layout l, int ranks, int64_t per_rank) { return l == Layout::TP ? per_rank : per_rank * ranks; }
 
-int run_serve(const ServeFlags& f) {
+int run_serve(const ServeFlags& f, nlohmann::json flags) {
   apply_log_level(f.engine.log_level);
+  set_log_format(f.engine.log_format);
   SignalWatcher signals;  // before the engine starts its rank threads, so they never take the signals
   spdlog::info("loading {}", f.engine.model);
   ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
@@ -38,7 +41,9 @@ int run_serve(const ServeFlags& f) {
   spdlog::info("{} rank(s), attention layout {}, backend {}", eo.group.ranks, layout_name(eo.group.layout), eo.group.backend);
   spdlog::info("KV cache: {} pages/rank of {} tokens x 1 layer = {} tokens per rank, {} tokens over the group", pages,
                eo.group.page_size, per_rank, group_kv_tokens(eo.group.layout, eo.group.ranks, per_rank));
-  return serve_http(engine, f.server, name, signals);
+  LaunchInfo launch{name, f.engine.model, std::nullopt, std::move(flags)};
+  if (engine.tokenizer()) launch.tokenizer_path = f.engine.tokenizer.empty() ? f.engine.model : f.engine.tokenizer;
+  return serve_http(engine, f.server, launch, signals);
 }
 
 }  // namespace
@@ -49,8 +54,10 @@ void add_serve_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
+  add_tokenizer_flag(*cmd, f->engine);
+  add_log_format_flag(*cmd, f->engine);
   add_server_flags(*cmd, f->server);
-  cmd->callback([f] { throw CLI::RuntimeError(run_serve(*f)); });
+  cmd->callback([f, cmd] { throw CLI::RuntimeError(run_serve(*f, flag_values(*cmd, {"api-key"}))); });
 }
 
 }  // namespace splash

@@ -55,7 +55,9 @@ const char* finish_reason_name(FinishReason r) {
 Engine::Engine(ModelSource model, EngineOptions options)
     : model_(std::move(model)),
       opt_(with_auto_start(model_.config, std::move(options))),
-      tokenizer_(model_.dir.empty() ? nullptr : Tokenizer::from_model_dir(model_.dir)),
+      tokenizer_(!opt_.tokenizer.empty() ? Tokenizer::from_path(opt_.tokenizer)
+                 : model_.dir.empty()     ? nullptr
+                                          : Tokenizer::from_model_dir(model_.dir)),
       group_(make_serving_group(model_, opt_)),
       switcher_(std::make_unique<LayoutSwitcher>(*group_, opt_.group.layout, opt_.switch_mode)),
       policy_(std::make_unique<RequestableLayoutPolicy>(make_inner_policy(model_.config, opt_, *group_))),
@@ -158,7 +160,7 @@ void Engine::reject(Request& r, std::string why) {
 
 int64_t Engine::add_text(const std::string& text, SamplingParams params) {
   if (!tokenizer_) fail("the model at '{}' has no tokenizer.json: send token ids instead of text", model_.name);
-  return add(tokenizer_->encode(text), std::move(params));
+  return add(tokenizer_->encode_prompt(text), std::move(params));
 }
 
 int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
@@ -198,7 +200,7 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
   }
   r.seed = r.params.seed ? *r.params.seed : splitmix(seed_state_);
   if (tokenizer_) {
-    r.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_);
+    r.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, r.params.skip_special_tokens);
     r.stops = std::make_unique<StopChecker>(r.params.stop);
   }
   scheduler_.add(&r);
@@ -219,8 +221,8 @@ void Engine::fail_request(Request& r, RequestOutput& out) {
 }
 
 void Engine::finish(Request& r, FinishReason why, RequestOutput& out) {
-  if (r.stops && why != FinishReason::Stop) {
-    std::string rest = r.stops->push(r.detok->flush()).emit + r.stops->flush();
+  if (r.stops) {  // after a stop string the checker passes nothing; after EOS or a stop token the held text is due
+    std::string rest = r.stops->push(r.detok->flush(), !r.stops_suppressed()).emit + r.stops->flush();
     r.text += rest;
     out.text += rest;
   }
@@ -247,7 +249,8 @@ bool Engine::append_token(Request& r, const SampleResult& s, RequestOutput& out)
     return true;
   }
   if (r.detok) {
-    StopChecker::Result sr = r.stops->push(r.detok->push(s.token));
+    StopChecker::Result sr = r.stops->push(r.detok->push(s.token), !r.stops_suppressed());
+    if (sr.stopped && r.params.include_stop_str_in_output) sr.emit += sr.matched;
     r.text += sr.emit;
     out.text += sr.emit;
     if (sr.stopped) {
@@ -268,11 +271,14 @@ std::vector<RequestOutput> Engine::step() {
   const SwitchSchedule* carried = switcher_->carried();
   std::vector<Request*> batch;
   StepPlan plan = scheduler_.schedule(batch);
+  for (Request* r : batch)
+    if (r->scheduled < 0) r->scheduled = now();
   plan.form = opt_.form;
   plan.all_logits = opt_.all_logits;
   // Greedy requests that want no logprobs take their token on the device: only ids come back.
   for (size_t i = 0; i < batch.size(); ++i)
-    plan.seqs[i].greedy = !plan.all_logits && batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0;
+    plan.seqs[i].greedy = !plan.all_logits && batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0 &&
+                          !batch[i]->stops_suppressed();  // suppressing stop tokens needs the logits
   complete_plan(plan, group_->kv());
   stats_.preemptions = scheduler_.preemptions();
   int64_t prefill_tokens = 0;  // rows that are not one request's next decode row
@@ -367,8 +373,10 @@ std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::
         s.logprob = std::numeric_limits<float>::quiet_NaN();
         if (s.token < 0) fail_internal("the greedy row holds a NaN or no finite maximum");
       } else {
-        s = sample_token(std::span<const float>(step.logits.ptr<float>() + logit_row * V, V), r.params, r.seed,
-                         r.output.size());
+        std::span<const float> logits(step.logits.ptr<float>() + logit_row * V, V);
+        std::vector<float> suppressed;
+        if (r.stops_suppressed()) logits = suppressed = suppress_stop_tokens(logits, r.params, eos_);
+        s = sample_token(logits, r.params, r.seed, r.output.size());
       }
     } catch (const std::exception& e) {  // this request's logits are broken (a NaN): it alone fails
       spdlog::error("request {}: sampling failed: {}", r.id, e.what());

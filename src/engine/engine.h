@@ -42,6 +42,8 @@ struct EngineOptions {
   // Every row's logits come back from each step (checks compare them; StepObserver sees them). Tokens
   // are then sampled from each sequence's last row on the host.
   bool all_logits = false;
+  // --tokenizer: a directory or tokenizer.json; empty: the model directory's tokenizer.json, if any.
+  std::string tokenizer;
 };
 
 // Sees every step's plan and output (checks compare logits with a reference this way).
@@ -82,7 +84,7 @@ class Engine {
   // Queues a request; one that can never run (empty, too long, beyond the KV capacity) finishes at
   // once with FinishReason::Error and a message, and the others go on.
   int64_t add(std::vector<int32_t> prompt, SamplingParams params);
-  // Tokenizes text (fails when the model has no tokenizer).
+  // Tokenizes text as a prompt, BOS per tokenizer_config.json (fails when the model has no tokenizer).
   int64_t add_text(const std::string& text, SamplingParams params);
   void abort(int64_t id);
   // Asks for a switch of the attention layout at this step boundary (the request goes to the layout

@@ -40,13 +40,16 @@ struct Request {
   std::unique_ptr<StopChecker> stops;
   std::string text;
 
-  double arrival = 0, first_token = -1, finished_at = -1;  // seconds on the engine's clock
+  // Seconds on the engine's clock; scheduled: its first step (the end of its wait in the queue).
+  double arrival = 0, scheduled = -1, first_token = -1, finished_at = -1;
 
   int64_t length() const { return static_cast<int64_t>(prompt.size() + output.size()); }
   int32_t token_at(int64_t i) const {
     return i < static_cast<int64_t>(prompt.size()) ? prompt[i] : output[i - static_cast<int64_t>(prompt.size())];
   }
   bool finished() const { return state == RequestState::Finished; }
+  // min_tokens not yet reached: nothing may end the request.
+  bool stops_suppressed() const { return static_cast<int64_t>(output.size()) < params.min_tokens; }
   // Tokens this request may occupy at most: the whole prompt plus every token it may still generate.
   int64_t projected_tokens() const { return static_cast<int64_t>(prompt.size()) + params.max_tokens; }
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Picks the next token from one row of f32 logits on the CPU, once per sequence per step.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -30,5 +31,10 @@ struct SampleResult {
 // logits, a NaN logit, or no finite maximum.
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t seed,
                           uint64_t step);
+
+// A copy of `logits` in which EOS (unless p.ignore_eos) and p.stop_token_ids are -inf, for a request
+// still short of p.min_tokens: they cannot be picked, and logprobs are of what can.
+std::vector<float> suppress_stop_tokens(std::span<const float> logits, const SamplingParams& p,
+                                        std::optional<int32_t> eos);
 
 }  // namespace splash

@@ -19,6 +19,7 @@ void validate(const SamplingParams& p) {
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
     fail("sampling params: min_p must be in [0, 1], got {}", p.min_p);
   if (p.max_tokens < 1) fail("sampling params: max_tokens must be >= 1, got {}", p.max_tokens);
+  if (p.min_tokens < 0) fail("sampling params: min_tokens must be >= 0, got {}", p.min_tokens);
   if (p.logprobs < -1 || p.logprobs > kMaxLogprobs)
     fail("sampling params: logprobs must be in [-1, {}], got {}", kMaxLogprobs, p.logprobs);
   for (const std::string& s : p.stop)

@@ -19,6 +19,11 @@ struct SamplingParams {
   std::vector<std::string> stop;  // stop strings
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // The first min_tokens tokens cannot end the request: EOS and stop_token_ids are not sampled and
+  // stop strings not matched before then (vLLM's and SGLang's min_tokens / min_new_tokens).
+  int min_tokens = 0;
+  bool include_stop_str_in_output = false;  // a matched stop string stays in the text
+  bool skip_special_tokens = true;          // special tokens add no text
   // -1: none; 0: logprob of the sampled token; n > 0: also the top-n alternatives (n <= 20).
   int logprobs = -1;
 };
@@ -26,8 +31,8 @@ struct SamplingParams {
 inline constexpr int kMaxLogprobs = 20;
 
 // Throws splash::Error with a message naming the field: negative/NaN/infinite temperature, top_p
-// outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, logprobs > 20 or < -1, empty
-// stop string, negative stop token id.
+// outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, min_tokens < 0, logprobs > 20 or
+// < -1, empty stop string, negative stop token id.
 void validate(const SamplingParams& p);
 
 }  // namespace splash

@@ -22,15 +22,17 @@ size_t partial_match(std::string_view text, std::string_view stop) {
 
 }  // namespace
 
-StopChecker::Result StopChecker::push(std::string_view new_text) {
+StopChecker::Result StopChecker::push(std::string_view new_text, bool can_stop) {
   if (stopped_) return {"", true, matched_};
+  const size_t old_size = held_.size();
   held_ += new_text;
   // Text before held_ was emitted only because no stop string could start in it, so searching
-  // held_ is enough.
+  // held_ is enough; a match must end in the new text (one that ended earlier came while stops
+  // were suppressed).
   size_t best_pos = std::string::npos, best_end = std::string::npos;
   const std::string* best = nullptr;
   for (const std::string& s : stops_) {
-    const size_t pos = held_.find(s);
+    const size_t pos = can_stop ? held_.find(s, old_size >= s.size() ? old_size - s.size() + 1 : 0) : std::string::npos;
     if (pos == std::string::npos) continue;
     const size_t end = pos + s.size();
     if (end < best_end || (end == best_end && pos < best_pos)) {

@@ -21,8 +21,10 @@ class StopChecker {
   // grow into a stop string. When a stop string appears, stopped=true and emit ends right before it
   // (the stop string itself is dropped, like OpenAI's API). Among several, the one that completes
   // first wins (then the longer), so the outcome does not depend on how the text was chunked.
-  // After a stop, pushes return nothing more.
-  Result push(std::string_view new_text);
+  // After a stop, pushes return nothing more. can_stop=false (min_tokens not yet reached) holds
+  // back a possible start of a stop string as usual but matches none; later pushes match only stop
+  // strings that end in their own new text.
+  Result push(std::string_view new_text, bool can_stop = true);
 
   // The held-back text, for the end of the stream when no stop matched ("" after a stop).
   std::string flush();

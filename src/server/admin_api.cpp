@@ -1,19 +1,69 @@
-// Operations endpoints: liveness and Prometheus metrics.
+// Operations endpoints: liveness, Prometheus metrics, and SGLang's info and cache routes.
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "server/routes.h"
 #include "server/stream_response.h"
 
 namespace splash {
+namespace {
 
-void add_admin_routes(httplib::Server& s, ServerContext& ctx) {
-  s.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+// What the engine thread last published: layout, queue and KV pages (SGLang's internal_states).
+json live_state(const EngineSnapshot& s, bool draining) {
+  json pages = json::array();
+  int64_t capacity = 0, used = 0;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const RankSnapshot& rk = s.ranks[r];
+    pages.push_back({{"rank", r}, {"capacity", rk.pages_capacity}, {"used", rk.pages_used}, {"free", rk.pages_free}});
+    capacity += rk.pages_capacity;
+    used += rk.pages_used;
+  }
+  return {{"attention_layout", layout_name(s.layout)},
+          {"layout_policy", s.policy},
+          {"layout_pinned", s.pinned},
+          {"num_requests_running", s.running},
+          {"num_requests_waiting", s.waiting},
+          {"num_preemptions", s.preemptions},
+          {"page_size", s.page_size},
+          {"kv_pages", pages},
+          {"kv_pages_usage", capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity) : 0.0},
+          {"draining", draining}};
+}
+
+}  // namespace
+
+void add_admin_routes(RouteTable& s, ServerContext& ctx) {
+  s.get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     if (!ctx.loop.running()) throw ApiError(503, "the engine loop is not running");
     if (ctx.draining) throw ApiError(503, "the server is shutting down");
     reply_json(res, {{"status", "ok"}});
   });
-  s.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+  s.get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.metrics.render(ctx.loop.snapshot()), "text/plain; version=0.0.4");
   });
+  s.get("/version", [](const httplib::Request&, httplib::Response& res) { reply_json(res, {{"version", SPLASH_VERSION}}); });
+  s.get("/get_model_info", [&ctx](const httplib::Request&, httplib::Response& res) {
+    const LaunchInfo& l = ctx.launch;
+    reply_json(res, {{"model_path", l.model_path},
+                     {"tokenizer_path", l.tokenizer_path ? json(*l.tokenizer_path) : json()},
+                     {"served_model_name", l.model_name},
+                     {"is_generation", true},
+                     {"context_length", ctx.model.context_length},
+                     {"vocab_size", ctx.model.vocab_size},
+                     {"preferred_sampling_params", nullptr},
+                     {"has_image_understanding", false},
+                     {"has_audio_understanding", false}});
+  });
+  // SGLang's shape: the flags at the top level, the live state in internal_states.
+  s.get("/get_server_info", [&ctx](const httplib::Request&, httplib::Response& res) {
+    json info = ctx.launch.flags;
+    info["version"] = SPLASH_VERSION;
+    info["internal_states"] = json::array({live_state(ctx.loop.snapshot(), ctx.draining)});
+    reply_json(res, info);
+  });
+  // The engine keeps no prefix cache yet: a finished request's pages are freed at once.
+  s.post("/flush_cache", [](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, {{"success", true}, {"message", "there is no prefix cache: nothing was cached, nothing to flush"}});
+  }, RouteTable::Body::None);
 }
 
 }  // namespace splash

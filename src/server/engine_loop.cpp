@@ -1,15 +1,39 @@
 #include "server/engine_loop.h"
 
+#include <cmath>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/log_format.h"
 
 namespace splash {
+namespace {
 
-EngineLoop::EngineLoop(Engine& engine, ServerMetrics& metrics) : engine_(engine), metrics_(metrics) { publish(); }
+double round_us(double seconds) { return std::round(seconds * 1e6) / 1e6; }
+
+// One info line per finished request, for latency analysis from the log alone.
+void log_finished(const std::string& rid, const Request& r, FinishReason why, double queue_s, double e2e_s) {
+  nlohmann::ordered_json ttft;  // null: no token came
+  if (r.first_token >= 0) ttft = round_us(r.first_token - r.arrival);
+  log_with_fields(spdlog::level::info, "request finished",
+                  {{"request_id", rid},
+                   {"finish_reason", finish_reason_name(why)},
+                   {"prompt_tokens", r.prompt.size()},
+                   {"completion_tokens", r.output.size()},
+                   {"queue_time_s", round_us(queue_s)},
+                   {"ttft_s", ttft},
+                   {"e2e_latency_s", round_us(e2e_s)}});
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(Engine& engine, ServerMetrics& metrics, size_t max_waiting)
+    : engine_(engine), metrics_(metrics), max_waiting_(max_waiting) {
+  publish();
+}
 
 EngineLoop::~EngineLoop() { stop(); }
 
@@ -31,6 +55,14 @@ std::shared_ptr<ResultStream> EngineLoop::submit(std::vector<GenerationJob> jobs
   auto stream = std::make_shared<ResultStream>(jobs.size());
   std::lock_guard lk(mu_);
   if (stop_) throw ApiError(503, "the server is shutting down");
+  if (max_waiting_ > 0) {
+    // Submissions not yet handed to the engine will wait there too (or run at once: counted anyway).
+    size_t waiting = static_cast<size_t>(snapshot().waiting);
+    for (const Submission& s : submissions_) waiting += s.jobs.size();
+    if (waiting >= max_waiting_)
+      throw ApiError(429, fmt::format("the server is busy: {} requests are waiting to run; retry later", waiting), "",
+                     "rate_limit_exceeded", "requests");
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     const std::string& rid = jobs[i].rid;
     if (rid.empty()) continue;
@@ -309,10 +341,12 @@ void EngineLoop::finish(int64_t id, TokenDelta d) {
   live_.erase(it);
   const Request& r = engine_.request(id);
   d.index = l.index;
-  d.latency_s = (r.finished_at >= 0 ? r.finished_at : engine_.now()) - r.arrival;
-  metrics_.record_finished(d.finish);
-  spdlog::debug("request {}: {} after {} tokens, {:.3f} s", l.rid, finish_reason_name(d.finish), r.output.size(),
-                d.latency_s);
+  const double end = r.finished_at >= 0 ? r.finished_at : engine_.now();
+  d.latency_s = end - r.arrival;
+  // A request aborted before its first step waited its whole life.
+  const double queue_s = (r.scheduled >= 0 ? r.scheduled : end) - r.arrival;
+  metrics_.record_finished(d.finish, queue_s, d.latency_s);
+  log_finished(l.rid, r, d.finish, queue_s, d.latency_s);
   {
     std::lock_guard lk(mu_);
     rids_.erase(l.rid);

@@ -43,7 +43,8 @@ struct LayoutSwitchOutcome {
 
 class EngineLoop {
  public:
-  EngineLoop(Engine& engine, ServerMetrics& metrics);
+  // More than `max_waiting` engine requests waiting to run (0: no limit) and submit refuses new ones.
+  EngineLoop(Engine& engine, ServerMetrics& metrics, size_t max_waiting = 0);
   ~EngineLoop();
 
   void start();
@@ -52,7 +53,7 @@ class EngineLoop {
   bool running() const { return running_.load(); }
 
   // Queues the jobs as one request (admitted or rejected together). ApiError 503 when stopped,
-  // 400 when an rid is already live.
+  // 400 when an rid is already live, 429 when max_waiting requests already wait.
   std::shared_ptr<ResultStream> submit(std::vector<GenerationJob> jobs);
   // Aborts every choice of the stream that has not finished (its client went away).
   void cancel(const std::shared_ptr<ResultStream>& stream);
@@ -103,6 +104,7 @@ class EngineLoop {
 
   Engine& engine_;
   ServerMetrics& metrics_;
+  const size_t max_waiting_;
   std::thread thread_;
   std::atomic<bool> running_{false};
 

@@ -1,13 +1,18 @@
 #include "server/http_server.h"
 
+#include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/http_connection.h"
+#include "server/log_format.h"
 #include "server/request_ids.h"
 #include "server/routes.h"
 #include "server/stream_response.h"
@@ -17,23 +22,82 @@ namespace {
 
 using httplib::Server;
 
-constexpr size_t kMaxBody = size_t{64} << 20;
-
 bool is_open_path(const std::string& path) { return path == "/health" || path == "/metrics"; }
 
-void install_handlers(Server& s, ServerContext& ctx) {
-  s.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (is_open_path(req.path)) return Server::HandlerResponse::Unhandled;
-    if (!ctx.options.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + ctx.options.api_key) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      reply_json(res, error_body(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key"),
-                 401);
+// --max-request-bytes' default: room for a context of JSON-escaped text or token ids with their
+// fields (about 4 bytes of text or 7 of id per token; escapes reach 6 bytes per character).
+size_t max_request_bytes(const ServerOptions& opt, int64_t context_tokens) {
+  if (opt.max_request_bytes > 0) return static_cast<size_t>(opt.max_request_bytes);
+  return std::max<size_t>(size_t{1} << 20, size_t{32} * static_cast<size_t>(std::max<int64_t>(context_tokens, 0)));
+}
+
+bool sends_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+// httplib reads a body for these methods only; any other request's body would be parsed as the next request.
+bool reads_body(const std::string& method) { return method == "POST" || method == "PUT" || method == "PATCH"; }
+
+// A request whose length is missing, unreadable or over the limit; checked before the body is read
+// (httplib 0.11 reads a chunked body whatever its size).
+std::optional<ApiError> framing_error(const httplib::Request& req, size_t max_bytes, bool body_optional) {
+  if (req.has_header("Transfer-Encoding")) {  // chunked: the limit applies as the body is read
+    limit_body(max_bytes);
+    return std::nullopt;
+  }
+  if (!req.has_header("Content-Length")) {
+    if (!reads_body(req.method) || body_optional) return std::nullopt;
+    return ApiError(411, "send the body's length in a Content-Length header (or send it chunked)");
+  }
+  const std::string v = req.get_header_value("Content-Length");
+  size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size()) return ApiError(400, "the Content-Length header is not a number");
+  if (n > max_bytes)
+    return ApiError(413, fmt::format("the request body has {} bytes; the limit is {} (--max-request-bytes)", n, max_bytes));
+  return std::nullopt;
+}
+
+// An answer given before httplib reads the body: a body left unread ends the connection, never the next request.
+Server::HandlerResponse early_reply(const httplib::Request& req, httplib::Response& res, const ApiError& e,
+                                   bool close = false) {
+  reply_json(res, error_body(e), e.status);
+  if (close || sends_body(req)) close_connection_after(res);
+  return Server::HandlerResponse::Handled;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+void install_handlers(Server& s, const RouteTable& routes, ServerContext& ctx) {
+  s.set_pre_routing_handler([&routes, &ctx](const httplib::Request& req, httplib::Response& res) {
+    // A body-less POST route sent without a length (`curl -X POST URL`) has an empty body (RFC 9112 6.3).
+    const httplib::Server::Handler* bodyless =
+        req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")
+            ? routes.bodyless_post(req.path)
+            : nullptr;
+    if (std::optional<ApiError> e = framing_error(req, static_cast<size_t>(ctx.options.max_request_bytes), bodyless))
+      return early_reply(req, res, *e, true);
+    if (!is_open_path(req.path)) {
+      if (!ctx.options.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + ctx.options.api_key) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return early_reply(req, res,
+                           ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "", "invalid_api_key"));
+      }
+      if (ctx.draining) return early_reply(req, res, ApiError(503, "the server is shutting down"));
+    }
+    const std::vector<std::string> allowed = routes.allowed_methods(req.path);
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), req.method) == allowed.end()) {
+      res.set_header("Allow", join(allowed));
+      return early_reply(req, res, ApiError(405, fmt::format("{} {} is not served; use {}", req.method, req.path, join(allowed))));
+    }
+    if (bodyless) {  // answered here: past this handler httplib would wait for the peer to close
+      (*bodyless)(req, res);
       return Server::HandlerResponse::Handled;
     }
-    if (ctx.draining) {
-      reply_json(res, error_body(503, "the server is shutting down"), 503);
-      return Server::HandlerResponse::Handled;
-    }
+    if (sends_body(req) && !reads_body(req.method)) close_connection_after(res);
     return Server::HandlerResponse::Unhandled;
   });
   // The id names the failure in the log and in the X-Request-Id header (the client's own, if it sent one).
@@ -46,6 +110,10 @@ void install_handlers(Server& s, ServerContext& ctx) {
   });
   // httplib's own errors (no route, body too large, malformed HTTP) get the same JSON shape.
   s.set_error_handler(Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (body_limit_exceeded()) {  // httplib saw only a failed read
+      res.status = 413;
+      close_connection_after(res);
+    }
     if (!res.body.empty()) return Server::HandlerResponse::Unhandled;
     std::string msg = res.status == 404   ? "no endpoint " + req.method + " " + req.path
                       : res.status == 413 ? "the request body is larger than the limit"
@@ -54,10 +122,11 @@ void install_handlers(Server& s, ServerContext& ctx) {
     return Server::HandlerResponse::Handled;
   }));
   s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    const std::string rid = res.get_header_value("X-Request-Id");
-    if (res.status >= 500)
-      spdlog::warn("{} {} -> {}{}", req.method, req.path, res.status, rid.empty() ? "" : " (request id " + rid + ")");
-    else spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+    const auto level = res.status >= 500 ? spdlog::level::warn : spdlog::level::debug;
+    if (!spdlog::should_log(level)) return;
+    nlohmann::ordered_json fields = {{"method", req.method}, {"path", req.path}, {"status", res.status}};
+    if (const std::string rid = res.get_header_value("X-Request-Id"); !rid.empty()) fields["request_id"] = rid;
+    log_with_fields(level, "http request", fields);
   });
 }
 
@@ -84,10 +153,11 @@ void drain_on_signal(Server& s, ServerContext& ctx, SignalWatcher& signals) {
 
 }  // namespace
 
-int serve_http(Engine& engine, const ServerOptions& opt, const std::string& model_name, SignalWatcher& signals) {
+int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launch, SignalWatcher& signals) {
+  const std::string& model_name = launch.model_name;
   std::signal(SIGPIPE, SIG_IGN);  // a client that went away must fail a write, not kill the server
   ServerMetrics metrics;
-  EngineLoop loop(engine, metrics);
+  EngineLoop loop(engine, metrics, static_cast<size_t>(opt.max_queued_requests));
   ModelInfo info;
   info.name = model_name;
   info.tokenizer = engine.tokenizer();
@@ -95,21 +165,22 @@ int serve_http(Engine& engine, const ServerOptions& opt, const std::string& mode
   info.vocab_size = engine.config().vocab_size;
   info.eos = info.tokenizer && info.tokenizer->eos_id() ? info.tokenizer->eos_id() : engine.config().eos_token_id;
   info.created = static_cast<int64_t>(std::time(nullptr));
-  ServerContext ctx{info, opt, loop, metrics};
+  ServerContext ctx{info, opt, loop, metrics, launch};
+  ctx.options.max_request_bytes = static_cast<int64_t>(max_request_bytes(opt, info.context_length));
 
-  Server server;
-  const size_t threads = static_cast<size_t>(opt.http_threads);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server.set_payload_max_length(kMaxBody);
+  ConnectionServer server(static_cast<size_t>(opt.max_connections));
+  server.set_payload_max_length(static_cast<size_t>(ctx.options.max_request_bytes));
+  server.set_keep_alive_timeout(opt.keep_alive_timeout);
   server.set_keep_alive_max_count(1000);
   server.set_tcp_nodelay(true);  // small writes (headers, stream chunks) go out at once, not after a delayed ACK
-  install_handlers(server, ctx);
-  add_openai_routes(server, ctx);
-  add_sglang_routes(server, ctx);
-  add_tokenize_routes(server, ctx);
-  add_admin_routes(server, ctx);
-  add_layout_routes(server, ctx);
-  if (!server.bind_to_port(opt.host, opt.port))
+  RouteTable routes(server);
+  install_handlers(server, routes, ctx);
+  add_openai_routes(routes, ctx);
+  add_sglang_routes(routes, ctx);
+  add_tokenize_routes(routes, ctx);
+  add_admin_routes(routes, ctx);
+  add_layout_routes(routes, ctx);
+  if (!server.bind(opt.host, opt.port))
     fail("cannot listen on {}:{} (is the port in use, or the address not local?)", opt.host, opt.port);
 
   loop.start();

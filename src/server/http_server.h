@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/launch_info.h"
 #include "server/server_options.h"
 #include "server/signal_watcher.h"
 
@@ -11,6 +12,6 @@ namespace splash {
 
 // Serves until a signal ends it; returns the process exit code. `signals` must have been created
 // before the engine's threads.
-int serve_http(Engine& engine, const ServerOptions& opt, const std::string& model_name, SignalWatcher& signals);
+int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launch, SignalWatcher& signals);
 
 }  // namespace splash

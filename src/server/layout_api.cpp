@@ -79,11 +79,11 @@ std::optional<Layout> requested_layout(const std::string& body) {
 
 }  // namespace
 
-void add_layout_routes(httplib::Server& s, ServerContext& ctx) {
-  s.Get("/layout", [&ctx](const httplib::Request&, httplib::Response& res) {
+void add_layout_routes(RouteTable& s, ServerContext& ctx) {
+  s.get("/layout", [&ctx](const httplib::Request&, httplib::Response& res) {
     reply_json(res, layout_state(ctx.loop.snapshot()));
   });
-  s.Post("/layout", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  s.post("/layout", [&ctx](const httplib::Request& req, httplib::Response& res) {
     const std::optional<Layout> to = requested_layout(req.body);
     const LayoutSwitchOutcome o = ctx.loop.switch_layout(to);
     if (o.handed_back) {

@@ -3,12 +3,23 @@
 #include <string>
 
 namespace splash {
+namespace {
+
+// vLLM's request latency buckets, with finer ones below 0.3 s where small models on the CPU land.
+std::vector<double> request_latency_buckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+          50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+}  // namespace
 
 ServerMetrics::ServerMetrics()
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
              80.0, 160.0, 640.0}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0,
             20.0, 80.0}),
+      queue_time_(request_latency_buckets()),
+      e2e_latency_(request_latency_buckets()),
       switch_seconds_({0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0}) {}
 
 void ServerMetrics::record_admitted(int64_t prompt_tokens) {
@@ -32,9 +43,11 @@ void ServerMetrics::observe_itl(double seconds) {
   itl_.observe(seconds);
 }
 
-void ServerMetrics::record_finished(FinishReason why) {
+void ServerMetrics::record_finished(FinishReason why, double queue_seconds, double e2e_seconds) {
   std::lock_guard lk(mu_);
   ++finished_[why];
+  queue_time_.observe(queue_seconds);
+  e2e_latency_.observe(e2e_seconds);
 }
 
 void ServerMetrics::record_switch(const SwitchRecord& r) {
@@ -79,6 +92,11 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   p.histogram("splash_time_to_first_token_seconds", {}, ttft_);
   p.family("splash_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a request.");
   p.histogram("splash_inter_token_latency_seconds", {}, itl_);
+  p.family("splash_request_queue_time_seconds", "histogram",
+           "Time a finished request waited from admission to its first step (its whole life if it never ran).");
+  p.histogram("splash_request_queue_time_seconds", {}, queue_time_);
+  p.family("splash_e2e_request_latency_seconds", "histogram", "Time from admission to the end of a finished request.");
+  p.histogram("splash_e2e_request_latency_seconds", {}, e2e_latency_);
 
   p.family("splash_num_preemptions_total", "counter", "Requests preempted for lack of KV pages (recomputed later).");
   p.sample("splash_num_preemptions_total", {}, static_cast<double>(s.preemptions));

@@ -21,7 +21,8 @@ class ServerMetrics {
   void record_generated(int64_t tokens);
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
-  void record_finished(FinishReason why);
+  // A finished request: its time waiting for its first step and from arrival to the end.
+  void record_finished(FinishReason why, double queue_seconds, double e2e_seconds);
   // A completed or refused layout switch, as the engine logs it.
   void record_switch(const SwitchRecord& r);
 
@@ -33,7 +34,7 @@ class ServerMetrics {
   std::map<FinishReason, int64_t> finished_;
   // By (from, to, reason): forced, scripted, faster (auto).
   std::map<std::tuple<Layout, Layout, std::string>, int64_t> switches_, refusals_;
-  Histogram ttft_, itl_, switch_seconds_;
+  Histogram ttft_, itl_, queue_time_, e2e_latency_, switch_seconds_;
 };
 
 }  // namespace splash

@@ -24,17 +24,17 @@ void generate(ServerContext& ctx, httplib::Response& res, OpenAIRequest r, const
 
 }  // namespace
 
-void add_openai_routes(httplib::Server& s, ServerContext& ctx) {
-  s.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+void add_openai_routes(RouteTable& s, ServerContext& ctx) {
+  s.post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
     generate(ctx, res, parse_completion_request(parse_body(req.body), ctx.model), "cmpl-");
   });
-  s.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  s.post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
     generate(ctx, res, parse_chat_request(parse_body(req.body), ctx.model), "chatcmpl-");
   });
-  s.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+  s.get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
     reply_json(res, {{"object", "list"}, {"data", json::array({model_card(ctx.model)})}});
   });
-  s.Get(R"(/v1/models/(.+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  s.get(R"(/v1/models/(.+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] != ctx.model.name)
       throw ApiError(404, "the model '" + std::string(req.matches[1]) + "' does not exist", "model", "model_not_found");
     reply_json(res, model_card(ctx.model));

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "engine/context_limit.h"
 #include "server/api_error.h"
+#include "server/prompt_text.h"
 #include "server/sampling_fields.h"
 #include "tokenizer/chat_template.h"
 
@@ -16,7 +17,8 @@ constexpr int kMaxN = 128;
 constexpr SamplingField kCommonFields[] = {
     {"temperature", "temperature"}, {"top_p", "top_p"}, {"top_k", "top_k"},
     {"min_p", "min_p"},             {"seed", "seed"},   {"stop", "stop"},
-    {"stop_token_ids", "stop_token_ids"}, {"ignore_eos", "ignore_eos"},
+    {"stop_token_ids", "stop_token_ids"}, {"ignore_eos", "ignore_eos"}, {"min_tokens", "min_tokens"},
+    {"include_stop_str_in_output", "include_stop_str_in_output"}, {"skip_special_tokens", "skip_special_tokens"},
 };
 
 const Tokenizer& need_tokenizer(const ModelInfo& m, const char* param) {
@@ -37,6 +39,8 @@ void parse_common(const json& body, OpenAIRequest& r) {
   }
   r.return_token_ids = get_bool(body, "return_token_ids", false);
   get_string(body, "user");  // accepted for compatibility; only its type is checked
+  // Only the type is checked: HF's fast tokenizers ignore it too, so special tokens join without spaces.
+  get_bool(body, "spaces_between_special_tokens", true);
   require_neutral(body, "presence_penalty", {0});
   require_neutral(body, "frequency_penalty", {0});
   require_neutral(body, "repetition_penalty", {1});
@@ -62,7 +66,7 @@ void check_context(const OpenAIRequest& r, const ModelInfo& m, const char* promp
 std::vector<std::vector<int32_t>> parse_prompt(const json& body, const ModelInfo& m) {
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt");
-  if (p->is_string()) return {need_tokenizer(m, "prompt").encode(p->get<std::string>())};
+  if (p->is_string()) return {encode_prompt_text(need_tokenizer(m, "prompt"), m.context_length, p->get<std::string>(), "prompt")};
   if (!p->is_array() || p->empty())
     throw bad_request("'prompt' must be a string, a list of strings, a list of token ids or a list of lists of token ids",
                       "prompt");
@@ -70,7 +74,8 @@ std::vector<std::vector<int32_t>> parse_prompt(const json& body, const ModelInfo
   if (first.is_number_integer()) return {token_ids(*p, "prompt", m.vocab_size)};
   std::vector<std::vector<int32_t>> out;
   for (const json& e : *p) {
-    if (e.is_string() && first.is_string()) out.push_back(need_tokenizer(m, "prompt").encode(e.get<std::string>()));
+    if (e.is_string() && first.is_string())
+      out.push_back(encode_prompt_text(need_tokenizer(m, "prompt"), m.context_length, e.get<std::string>(), "prompt"));
     else if (e.is_array() && first.is_array()) out.push_back(token_ids(e, "prompt", m.vocab_size));
     else throw bad_request("'prompt' mixes kinds: give all strings or all lists of token ids", "prompt");
     if (static_cast<int>(out.size()) > kMaxChoices) throw bad_request(fmt::format("at most {} prompts", kMaxChoices), "prompt");
@@ -93,6 +98,28 @@ std::string message_content(const json& c, size_t i) {
   return out;
 }
 
+// add_generation_prompt, continue_final_message and chat_template_kwargs, as vLLM takes them. The
+// DeepSeek-V3 template reads one variable a client may set, add_generation_prompt; other keys of
+// chat_template_kwargs (enable_thinking, ...) are dropped, as vLLM drops those a template does not read.
+ChatTemplateOptions chat_template_options(const json& body) {
+  ChatTemplateOptions o;
+  o.add_generation_prompt = get_bool(body, "add_generation_prompt", true);
+  o.continue_final_message = get_bool(body, "continue_final_message", false);
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    try {
+      o.add_generation_prompt = get_bool(*kw, "add_generation_prompt", o.add_generation_prompt);
+    } catch (const ApiError&) {
+      throw bad_request("chat_template_kwargs.add_generation_prompt must be a boolean", "chat_template_kwargs");
+    }
+  }
+  if (o.add_generation_prompt && o.continue_final_message)
+    throw bad_request("'continue_final_message' and 'add_generation_prompt' cannot both be true: set "
+                      "add_generation_prompt to false to continue the last message",
+                      "continue_final_message");
+  return o;
+}
+
 std::vector<int32_t> chat_prompt(const json& body, const ModelInfo& m) {
   const json* msgs = field(body, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty()) throw bad_request("'messages' must be a non-empty list", "messages");
@@ -112,13 +139,16 @@ std::vector<int32_t> chat_prompt(const json& body, const ModelInfo& m) {
     messages.push_back({r, message_content(msg.value("content", json()), i)});
   }
   const Tokenizer& tok = need_tokenizer(m, "messages");
-  std::string bos = "<｜begin▁of▁sentence｜>";
-  if (tok.bos_id()) bos = std::string(tok.token_bytes(*tok.bos_id()));
+  ChatTemplateOptions options = chat_template_options(body);
+  const std::string bos = tok.bos_id() ? std::string(tok.token_bytes(*tok.bos_id())) : std::string(options.bos_token);
+  options.bos_token = bos;
+  std::string text;
   try {
-    return tok.encode(apply_deepseek_v3_chat_template(messages, true, bos));
+    text = apply_deepseek_v3_chat_template(messages, options);
   } catch (const UserError& e) {
     throw bad_request(e.what(), "messages");
   }
+  return encode_prompt_text(tok, m.context_length, text, "messages");
 }
 
 }  // namespace
@@ -134,7 +164,8 @@ OpenAIRequest parse_completion_request(const json& body, const ModelInfo& m) {
   reject_unknown_keys(body, {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
                              "logprobs", "echo", "stop", "presence_penalty", "frequency_penalty", "best_of",
                              "logit_bias", "user", "seed", "suffix", "top_k", "min_p", "ignore_eos", "stop_token_ids",
-                             "return_token_ids", "repetition_penalty"});
+                             "return_token_ids", "repetition_penalty", "min_tokens", "include_stop_str_in_output",
+                             "skip_special_tokens", "spaces_between_special_tokens"});
   check_model(body, m);
   OpenAIRequest r;
   parse_common(body, r);
@@ -156,7 +187,10 @@ OpenAIRequest parse_chat_request(const json& body, const ModelInfo& m) {
                              "stream", "stream_options", "logprobs", "top_logprobs", "stop", "presence_penalty",
                              "frequency_penalty", "logit_bias", "user", "seed", "top_k", "min_p", "ignore_eos",
                              "stop_token_ids", "return_token_ids", "repetition_penalty", "response_format", "tools",
-                             "tool_choice", "parallel_tool_calls", "store", "metadata", "service_tier"});
+                             "tool_choice", "parallel_tool_calls", "store", "metadata", "service_tier",
+                             "min_tokens", "include_stop_str_in_output", "skip_special_tokens",
+                             "spaces_between_special_tokens", "add_generation_prompt", "continue_final_message",
+                             "chat_template_kwargs"});
   check_model(body, m);
   OpenAIRequest r;
   r.chat = true;

@@ -77,7 +77,7 @@ class OpenAIStreamWriter final : public SseWriter {
     json c = {{"index", d.index},
               {"logprobs", maybe_logprobs(r_, tok_, d.tokens, d.logprobs, d.top, offsets_[d.index])},
               {"finish_reason", d.finish == FinishReason::None ? json(nullptr) : json(openai_finish_reason(d.finish))}};
-    offsets_[d.index] += static_cast<int64_t>(d.text.size());
+    for (int32_t t : d.tokens) offsets_[d.index] += token_chars(tok_, t);
     if (r_.chat) {
       json delta = json::object();
       if (!d.text.empty() || !d.tokens.empty()) delta["content"] = d.text;
@@ -111,7 +111,7 @@ class OpenAIStreamWriter final : public SseWriter {
   ResponseMeta meta_;
   OpenAIRequest r_;
   const Tokenizer* tok_;
-  std::vector<int64_t> offsets_;  // text bytes sent per choice (completions' text_offset)
+  std::vector<int64_t> offsets_;  // per choice: token_chars of its tokens so far (completions' text_offset)
   int64_t completion_tokens_ = 0;
 };
 
@@ -138,6 +138,12 @@ std::string token_string(const Tokenizer* tok, int32_t id) {
   return tok ? std::string(tok->token_bytes(id)) : "token_id:" + std::to_string(id);
 }
 
+int64_t token_chars(const Tokenizer* tok, int32_t id) {
+  int64_t n = 0;
+  for (unsigned char c : token_string(tok, id)) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
@@ -152,7 +158,7 @@ json completion_logprobs(const Tokenizer* tok, std::span<const int32_t> tokens, 
     strs.push_back(s);
     lps.push_back(i < logprobs.size() ? json(logprobs[i]) : json(nullptr));
     offs.push_back(offset);
-    offset += static_cast<int64_t>(s.size());
+    offset += token_chars(tok, tokens[i]);
     if (i < top.size()) {
       json alts = json::object();
       for (const TokenLogprob& t : top[i]) alts[token_string(tok, t.token)] = t.logprob;

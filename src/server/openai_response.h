@@ -41,8 +41,12 @@ const char* openai_finish_reason(FinishReason r);
 std::string token_string(const Tokenizer* tok, int32_t id);
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// Characters the token's text starts (UTF-8 lead bytes): a character split across tokens counts
+// once, in the token holding its first byte.
+int64_t token_chars(const Tokenizer* tok, int32_t id);
 // Completions' logprobs object: tokens, token_logprobs, top_logprobs (token -> logprob maps) and
-// text_offset counted from `offset` (the text already emitted).
+// text_offset, in characters of the tokens' text (token_chars) counted from `offset` (that of the
+// choice's earlier tokens), so streaming and non-streaming agree.
 nlohmann::json completion_logprobs(const Tokenizer* tok, std::span<const int32_t> tokens, std::span<const float> logprobs,
                                    std::span<const std::vector<TokenLogprob>> top, int64_t offset);
 // Chat's logprobs object: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.

@@ -35,6 +35,11 @@ int get_int32(std::string_view key, const json& v) {
       get_int(key, v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
 }
 
+bool get_bool(std::string_view key, const json& v) {
+  if (!v.is_boolean()) wrong_type(key, v, "a boolean");
+  return v.get<bool>();
+}
+
 uint64_t get_seed(std::string_view key, const json& v) {
   if (!v.is_number_integer()) wrong_type(key, v, "an integer");
   return v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
@@ -83,10 +88,13 @@ SamplingParams sampling_params_from_json(const nlohmann::json& j,
     } else if (key == "stop_token_ids") {
       if (!keep_default) p.stop_token_ids = get_token_ids(key, v);
     } else if (key == "ignore_eos") {
-      if (!keep_default) {
-        if (!v.is_boolean()) wrong_type(key, v, "a boolean");
-        p.ignore_eos = v.get<bool>();
-      }
+      if (!keep_default) p.ignore_eos = get_bool(key, v);
+    } else if (key == "min_tokens") {
+      if (!keep_default) p.min_tokens = get_int32(key, v);
+    } else if (key == "include_stop_str_in_output") {
+      if (!keep_default) p.include_stop_str_in_output = get_bool(key, v);
+    } else if (key == "skip_special_tokens") {
+      if (!keep_default) p.skip_special_tokens = get_bool(key, v);
     } else if (key == "logprobs") {
       if (!keep_default) p.logprobs = get_int32(key, v);
     } else if (std::find(allowed_extra.begin(), allowed_extra.end(), key) == allowed_extra.end()) {

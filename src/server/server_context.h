@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "server/engine_loop.h"
+#include "server/launch_info.h"
 #include "server/metrics.h"
 #include "server/model_info.h"
 #include "server/server_options.h"
@@ -15,6 +16,7 @@ struct ServerContext {
   ServerOptions options;
   EngineLoop& loop;
   ServerMetrics& metrics;
+  const LaunchInfo& launch;  // the command line, for the info endpoints
   std::atomic<bool> draining{false};   // after SIGTERM: new requests get 503
   std::atomic<int> open_responses{0};  // generation responses still being written
 };

@@ -6,14 +6,14 @@
 
 namespace splash {
 
-void add_sglang_routes(httplib::Server& s, ServerContext& ctx) {
-  s.Post("/generate", [&ctx](const httplib::Request& req, httplib::Response& res) {
+void add_sglang_routes(RouteTable& s, ServerContext& ctx) {
+  s.post("/generate", [&ctx](const httplib::Request& req, httplib::Response& res) {
     GenerateRequest r = parse_generate_request(parse_body(req.body), ctx.model);
     std::vector<GenerationJob> jobs = generate_jobs(r);
     run_generation(ctx, res, std::move(jobs), make_generate_writer(std::move(r), ctx.model));
   });
   // SGLang answers 200 whether or not the request was still running (it may have just finished).
-  s.Post("/abort_request", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  s.post("/abort_request", [&ctx](const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
     reject_unknown_keys(body, {"rid", "abort_all"});
     if (get_bool(body, "abort_all", false)) {

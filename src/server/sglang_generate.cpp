@@ -5,6 +5,7 @@
 #include "engine/context_limit.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/prompt_text.h"
 #include "server/request_ids.h"
 #include "server/sampling_fields.h"
 
@@ -15,7 +16,9 @@ constexpr SamplingField kFields[] = {
     {"max_new_tokens", "max_tokens"}, {"temperature", "temperature"}, {"top_p", "top_p"},
     {"top_k", "top_k"},               {"min_p", "min_p"},             {"seed", "seed"},
     {"sampling_seed", "seed"},        {"stop", "stop"},               {"stop_token_ids", "stop_token_ids"},
-    {"ignore_eos", "ignore_eos"},
+    {"ignore_eos", "ignore_eos"},     {"min_new_tokens", "min_tokens"},
+    {"skip_special_tokens", "skip_special_tokens"},
+    {"no_stop_trim", "include_stop_str_in_output"},  // SGLang's name: keep the stop string
 };
 
 std::vector<std::vector<int32_t>> parse_inputs(const json& body, const ModelInfo& m, bool& batch) {
@@ -36,7 +39,7 @@ std::vector<std::vector<int32_t>> parse_inputs(const json& body, const ModelInfo
     if (!text->is_string() && !batch) throw bad_request("'text' must be a string or a list of strings", "text");
     for (const json& one : batch ? *text : json::array({*text})) {
       if (!one.is_string()) throw bad_request("'text' must be a string or a list of strings", "text");
-      inputs.push_back(m.tokenizer->encode(one.get<std::string>()));
+      inputs.push_back(encode_prompt_text(*m.tokenizer, m.context_length, one.get<std::string>(), "text"));
     }
   }
   if (inputs.empty()) throw bad_request("the batch is empty", ids ? "input_ids" : "text");
@@ -54,13 +57,11 @@ SamplingParams parse_sampling(const json& sp, const ModelInfo& m, int logprobs, 
                            "no_stop_trim", "frequency_penalty", "presence_penalty", "repetition_penalty",
                            "min_new_tokens", "n", "json_schema", "regex", "ebnf"},
                       "sampling_params.");
-  require_neutral(sp, "skip_special_tokens", {true});
-  require_neutral(sp, "spaces_between_special_tokens", {true});
-  require_neutral(sp, "no_stop_trim", {false});
+  // Only the type is checked: HF's fast tokenizers ignore it too, so special tokens join without spaces.
+  get_bool(sp, "spaces_between_special_tokens", true);
   require_neutral(sp, "frequency_penalty", {0});
   require_neutral(sp, "presence_penalty", {0});
   require_neutral(sp, "repetition_penalty", {1});
-  require_neutral(sp, "min_new_tokens", {0});
   require_neutral(sp, "n", {1});
   for (const char* k : {"json_schema", "regex", "ebnf"}) require_neutral(sp, k, {nullptr});
   // SGLang's default max_new_tokens is 128.
@@ -183,12 +184,13 @@ json generate_finish_reason(const ChoiceResult& c, const SamplingParams& p, cons
   if (eos || std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end()) {
     reason["matched"] = last;
   } else if (m.tokenizer) {
-    // The text stops right before the stop string that ended it; the full decode still holds it.
-    const std::string full = m.tokenizer->decode(c.tokens, true);
+    // The text stops right before the stop string that ended it (or ends with it, when kept); the
+    // full decode still holds it.
+    const std::string full = m.tokenizer->decode(c.tokens, p.skip_special_tokens);
     const std::string_view rest = std::string_view(full).substr(std::min(c.text.size(), full.size()));
     size_t best = 0;
     for (const std::string& s : p.stop)
-      if (rest.starts_with(s) && s.size() > best) {
+      if ((p.include_stop_str_in_output ? c.text.ends_with(s) : rest.starts_with(s)) && s.size() > best) {
         reason["matched"] = s;
         best = s.size();
       }

@@ -3,13 +3,14 @@
 #include <chrono>
 
 #include "server/api_error.h"
+#include "server/http_connection.h"
 
 namespace splash {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::milliseconds(100);
-// Without writes a closed connection goes unnoticed; the second write after a close fails.
+// Bytes every so often while nothing else is sent, so proxies do not time the response out.
 constexpr auto kKeepalive = std::chrono::milliseconds(500);
 
 struct StreamState {
@@ -48,6 +49,8 @@ void run_generation(ServerContext& ctx, httplib::Response& res, std::vector<Gene
   res.set_chunked_content_provider(
       st->writer->content_type(),
       [st](size_t, httplib::DataSink& sink) {
+        // A failed write is not enough: a compressor (gzip) buffers writes, so look at the socket.
+        if (!client_connected()) return false;
         std::string out = std::move(st->pending);
         st->pending.clear();
         for (const TokenDelta& d : st->stream->next(out.empty() ? kPoll : std::chrono::milliseconds(0)))

@@ -21,7 +21,7 @@ class BodyWriter {
   virtual std::string on_start() { return {}; }  // bytes right after admission
   virtual std::string on_delta(const TokenDelta& d) = 0;  // bytes to send now ("" to hold back)
   virtual std::string on_done() = 0;                      // the closing bytes
-  // Harmless bytes that probe whether the client is still there: an SSE comment, or JSON's
+  // Harmless bytes that keep an idle response alive through proxies: an SSE comment, or JSON's
   // insignificant leading whitespace for a body not yet written.
   virtual std::string keepalive() const = 0;
 };

@@ -17,9 +17,9 @@ const Tokenizer& tokenizer(const ServerContext& ctx) {
 
 }  // namespace
 
-void add_tokenize_routes(httplib::Server& s, ServerContext& ctx) {
-  // Like HF encode(add_special_tokens=False) unless add_special_tokens is true (then BOS first).
-  s.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+void add_tokenize_routes(RouteTable& s, ServerContext& ctx) {
+  // HF's encode(text, add_special_tokens): when true, BOS first as tokenizer_config.json's add_bos_token says.
+  s.post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
     reject_unknown_keys(body, {"text", "prompt", "model", "add_special_tokens"});
     check_model(body, ctx.model);
@@ -27,13 +27,10 @@ void add_tokenize_routes(httplib::Server& s, ServerContext& ctx) {
     if (!text) text = get_string(body, "prompt");  // vLLM's name
     if (!text) throw bad_request("'text' is required", "text");
     const Tokenizer& tok = tokenizer(ctx);
-    std::vector<int32_t> ids;
-    if (get_bool(body, "add_special_tokens", false) && tok.bos_id()) ids.push_back(*tok.bos_id());
-    const std::vector<int32_t> body_ids = tok.encode(*text);
-    ids.insert(ids.end(), body_ids.begin(), body_ids.end());
+    const std::vector<int32_t> ids = get_bool(body, "add_special_tokens", false) ? tok.encode_prompt(*text) : tok.encode(*text);
     reply_json(res, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.model.context_length}});
   });
-  s.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  s.post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
     reject_unknown_keys(body, {"tokens", "model", "skip_special_tokens"});
     check_model(body, ctx.model);

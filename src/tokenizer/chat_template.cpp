@@ -5,7 +5,10 @@
 namespace splash {
 
 std::string apply_deepseek_v3_chat_template(const std::vector<ChatMessage>& messages,
-                                            bool add_generation_prompt, std::string_view bos_token) {
+                                            const ChatTemplateOptions& options) {
+  const bool open_last = options.continue_final_message;
+  if (open_last && (messages.empty() || messages.back().role != "assistant"))
+    fail("continue_final_message needs an assistant message last");
   std::string system;
   bool first_system = true;
   for (const ChatMessage& m : messages) {
@@ -14,7 +17,7 @@ std::string apply_deepseek_v3_chat_template(const std::vector<ChatMessage>& mess
     system += m.content;
     first_system = false;
   }
-  std::string out(bos_token);
+  std::string out(options.bos_token);
   out += system;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -25,13 +28,13 @@ std::string apply_deepseek_v3_chat_template(const std::vector<ChatMessage>& mess
     } else if (m.role == "assistant") {
       out += "<｜Assistant｜>";
       out += m.content;
-      out += "<｜end▁of▁sentence｜>";
+      if (!(open_last && i + 1 == messages.size())) out += "<｜end▁of▁sentence｜>";
     } else {
       fail("chat message {} has role '{}'; the DeepSeek-V3 template supports system, user and assistant",
            i, m.role);
     }
   }
-  if (add_generation_prompt) out += "<｜Assistant｜>";
+  if (options.add_generation_prompt && !open_last) out += "<｜Assistant｜>";
   return out;
 }
 

@@ -12,11 +12,20 @@ struct ChatMessage {
   std::string content;
 };
 
+// The template's variables (and transformers' continue_final_message).
+struct ChatTemplateOptions {
+  bool add_generation_prompt = true;
+  // The last message, an assistant's, stays open for the model to continue: no end-of-sentence
+  // after it and no generation prompt.
+  bool continue_final_message = false;
+  std::string_view bos_token = "<｜begin▁of▁sentence｜>";
+};
+
 // bos, the system messages' contents (joined by "\n\n" as the official template does), then
 // "<｜User｜>" + content per user message and "<｜Assistant｜>" + content + "<｜end▁of▁sentence｜>" per
-// assistant message, then "<｜Assistant｜>" when add_generation_prompt. Other roles: splash::Error.
+// assistant message, then "<｜Assistant｜>" when add_generation_prompt. Other roles, or
+// continue_final_message with a last message that is not an assistant's: splash::Error.
 std::string apply_deepseek_v3_chat_template(const std::vector<ChatMessage>& messages,
-                                            bool add_generation_prompt,
-                                            std::string_view bos_token = "<｜begin▁of▁sentence｜>");
+                                            const ChatTemplateOptions& options = {});
 
 }  // namespace splash

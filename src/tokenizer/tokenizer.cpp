@@ -71,6 +71,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_model_dir(const std::string& dir) {
   return from_file(path.string());
 }
 
+std::unique_ptr<Tokenizer> Tokenizer::from_path(const std::string& path) {
+  const std::filesystem::path p(path);
+  const auto file = std::filesystem::is_directory(p) ? p / "tokenizer.json" : p;
+  if (!std::filesystem::is_regular_file(file)) fail("--tokenizer {}: no tokenizer.json there", path);
+  return from_file(file.string());
+}
+
 void Tokenizer::load(const std::string& path) {
   const json config = read_json(path);
   try {
@@ -95,7 +102,9 @@ void Tokenizer::load(const std::string& path) {
   for (const auto& t : added_->tokens()) {
     bytes_[t.id] = tok::byte_level_decode(t.content);
     special_[t.id] = t.special;
+    max_token_bytes_ = std::max(max_token_bytes_, t.content.size());  // matched in raw text
   }
+  for (const std::string& b : bytes_) max_token_bytes_ = std::max(max_token_bytes_, b.size());
 }
 
 void Tokenizer::load_config(const std::string& config_path) {
@@ -114,6 +123,9 @@ void Tokenizer::load_config(const std::string& config_path) {
   };
   bos_id_ = resolve("bos_token");
   eos_id_ = resolve("eos_token");
+  const json add_bos = config.value("add_bos_token", json(false));
+  if (!add_bos.is_boolean()) fail("{}: add_bos_token must be true or false", config_path);
+  add_bos_ = add_bos.get<bool>();
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
@@ -136,6 +148,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
     pre_tokenizer_->split(segment.text, pieces);
     for (std::string_view piece : pieces) bpe_->encode(piece, ids);
   }
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text) const {
+  std::vector<int32_t> ids = encode(text);
+  if (add_bos() && (ids.empty() || ids.front() != *bos_id_)) ids.insert(ids.begin(), *bos_id_);
   return ids;
 }
 

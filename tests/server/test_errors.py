@@ -65,7 +65,7 @@ def test_unknown_route_and_method(ids_server):
     r = ids_server.get("/v1/nothing")
     assert r.status_code == 404 and "error" in r.json()
     r = ids_server.get("/v1/completions")
-    assert r.status_code == 404 and "error" in r.json()
+    assert r.status_code == 405 and r.headers["Allow"] == "POST" and "error" in r.json()
 
 
 def test_errors_leave_no_pages_behind(ids_server):

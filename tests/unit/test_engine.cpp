@@ -170,5 +170,23 @@ TEST(Engine, StopTokenIdsAndMaxTokens) {
   EXPECT_EQ(out, std::vector<int32_t>(p.greedy.begin(), p.greedy.begin() + first + 1));
 }
 
+// min_tokens: the stop token cannot be sampled before then (the greedy token is taken on the host
+// with it masked), so the output runs past where it would have stopped.
+TEST(Engine, MinTokensSuppressesStopTokens) {
+  Engine e = make_engine({});
+  const auto& p = reference().prompts[1];
+  const int32_t stop = p.greedy[5];
+  const size_t first = std::find(p.greedy.begin(), p.greedy.end(), stop) - p.greedy.begin();
+  SamplingParams s = greedy(24);
+  s.stop_token_ids = {stop};
+  s.min_tokens = static_cast<int>(first) + 3;
+  const int64_t id = e.add(p.ids, s);
+  while (e.has_work()) e.step();
+  const auto& out = e.request(id).output;
+  ASSERT_GE(out.size(), static_cast<size_t>(s.min_tokens));
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + first), std::vector<int32_t>(p.greedy.begin(), p.greedy.begin() + first));
+  for (int k = 0; k < s.min_tokens; ++k) EXPECT_NE(out[k], stop) << k;
+}
+
 }  // namespace
 }  // namespace splash

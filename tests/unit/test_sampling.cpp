@@ -64,6 +64,7 @@ TEST(SamplingParamsValidate, RejectsEachBadField) {
   expect_invalid([](SamplingParams& p) { p.min_p = 1.1f; }, "min_p");
   expect_invalid([](SamplingParams& p) { p.min_p = NAN; }, "min_p");
   expect_invalid([](SamplingParams& p) { p.max_tokens = 0; }, "max_tokens");
+  expect_invalid([](SamplingParams& p) { p.min_tokens = -1; }, "min_tokens");
   expect_invalid([](SamplingParams& p) { p.logprobs = 21; }, "logprobs");
   expect_invalid([](SamplingParams& p) { p.logprobs = -2; }, "logprobs");
   expect_invalid([](SamplingParams& p) { p.stop = {"ok", ""}; }, "stop");
@@ -73,7 +74,8 @@ TEST(SamplingParamsValidate, RejectsEachBadField) {
 TEST(SamplingParamsJson, ParsesAllFields) {
   const json j = json::parse(R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
       "seed": 18446744073709551615, "max_tokens": 128, "stop": ["\n\n", "END"],
-      "stop_token_ids": [1, 2], "ignore_eos": true, "logprobs": 5})");
+      "stop_token_ids": [1, 2], "ignore_eos": true, "logprobs": 5, "min_tokens": 3,
+      "include_stop_str_in_output": true, "skip_special_tokens": false})");
   const SamplingParams p = sampling_params_from_json(j);
   EXPECT_FLOAT_EQ(p.temperature, 0.7f);
   EXPECT_FLOAT_EQ(p.top_p, 0.9f);
@@ -86,6 +88,9 @@ TEST(SamplingParamsJson, ParsesAllFields) {
   EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{1, 2}));
   EXPECT_TRUE(p.ignore_eos);
   EXPECT_EQ(p.logprobs, 5);
+  EXPECT_EQ(p.min_tokens, 3);
+  EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_FALSE(p.skip_special_tokens);
 }
 
 TEST(SamplingParamsJson, EmptyObjectGivesDefaults) {
@@ -240,6 +245,24 @@ TEST(SamplerGreedy, ArgmaxWithTiesToLowestId) {
   // -inf (masked) logits are fine as long as one is finite.
   const float ninf = -INFINITY;
   EXPECT_EQ(sample_token(std::vector<float>{ninf, ninf, -7.0f}, p, 0, 0).token, 2);
+}
+
+// min_tokens: EOS and stop_token_ids cannot be picked, whatever their logits.
+TEST(SamplerGreedy, SuppressedStopTokensAreNeverPicked) {
+  SamplingParams p = params(0.0f);
+  p.stop_token_ids = {3};
+  const std::vector<float> logits = {0.0f, 9.0f, 1.0f, 8.0f, 2.0f};
+  const std::vector<float> masked = suppress_stop_tokens(logits, p, 1);
+  EXPECT_EQ(sample_token(masked, p, 0, 0).token, 4);
+  p.temperature = 1.0f;
+  for (uint64_t step = 0; step < 50; ++step) {
+    const int32_t t = sample_token(masked, p, 7, step).token;
+    EXPECT_NE(t, 1);
+    EXPECT_NE(t, 3);
+  }
+  p.ignore_eos = true;  // EOS is then an ordinary token
+  EXPECT_EQ(suppress_stop_tokens(logits, p, 1)[1], 9.0f);
+  EXPECT_EQ(suppress_stop_tokens(logits, p, 99).size(), logits.size());  // ids outside the row are ignored
 }
 
 TEST(SamplerGreedy, TinyTemperatureActsLikeArgmax) {

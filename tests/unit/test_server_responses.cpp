@@ -192,7 +192,7 @@ TEST(ServerMetrics, RendersEngineStateAndCounters) {
   m.record_admitted(5);
   m.record_generated(3);
   m.observe_ttft(0.02);
-  m.record_finished(FinishReason::Abort);
+  m.record_finished(FinishReason::Abort, 0.004, 0.7);
   SwitchRecord sw;
   sw.from = Layout::DOP;
   sw.to = Layout::TP;
@@ -217,6 +217,10 @@ TEST(ServerMetrics, RendersEngineStateAndCounters) {
                            "splash_layout_switches_total{from=\"dop\",to=\"tp\",reason=\"forced\"} 0\n",
                            "splash_layout_switches_total{from=\"tp\",to=\"dp\",reason=\"faster\"} 0\n",
                            "splash_time_to_first_token_seconds_count 1\n", "splash_layout_switch_seconds_count 1\n",
+                           "splash_request_queue_time_seconds_bucket{le=\"0.005\"} 1\n",
+                           "splash_e2e_request_latency_seconds_bucket{le=\"0.5\"} 0\n",
+                           "splash_e2e_request_latency_seconds_bucket{le=\"0.8\"} 1\n",
+                           "splash_e2e_request_latency_seconds_count 1\n",
                            "splash_layout_switch_refusals_total{from=\"dop\",to=\"tp\",reason=\"forced\"} 1\n",
                            "splash_layout_predicted_step_seconds{layout=\"dop\"} 0.002\n"})
     EXPECT_NE(t.find(line), std::string::npos) << line;

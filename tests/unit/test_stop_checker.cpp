@@ -141,5 +141,30 @@ TEST(StopChecker, ResultDoesNotDependOnChunking) {
   }
 }
 
+// min_tokens: a stop string completed while stops are suppressed is passed over, also when it is
+// still held back; one that completes after is found.
+TEST(StopChecker, SuppressedStopsAreNotMatchedLater) {
+  StopChecker checker({"ab", "abcab"});
+  StopChecker::Result r = checker.push("xab", /*can_stop=*/false);
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.emit, "x");  // "ab" may still grow into "abcab"
+  r = checker.push("c");  // the held "ab" ended while suppressed
+  EXPECT_FALSE(r.stopped);
+  r = checker.push("a");
+  EXPECT_FALSE(r.stopped);
+  r = checker.push("b");
+  ASSERT_TRUE(r.stopped);
+  EXPECT_EQ(r.matched, "abcab");  // ends with the new "ab": the longer wins
+  EXPECT_EQ(r.emit, "");
+}
+
+TEST(StopChecker, SuppressedThenArmedMatchesNewText) {
+  StopChecker checker({"end"});
+  EXPECT_EQ(checker.push("the end. ", false).emit, "the end. ");
+  const StopChecker::Result r = checker.push("The end");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.emit, "The ");
+}
+
 }  // namespace
 }  // namespace splash

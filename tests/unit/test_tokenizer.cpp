@@ -267,6 +267,43 @@ TEST(TokenizerTest, FromModelDirAndConfigTokens) {
   EXPECT_NE(message.find("<nope>"), std::string::npos) << message;
 }
 
+TEST(TokenizerTest, BosAsTransformersAddsIt) {
+  EXPECT_FALSE(fixture().add_bos());  // no tokenizer_config.json: no BOS
+  EXPECT_EQ(fixture().encode_prompt("hi"), fixture().encode("hi"));
+
+  TempDir dir("bos");
+  std::ifstream in(kTokenizerJson, std::ios::binary);
+  dir.file("tokenizer.json", std::string(std::istreambuf_iterator<char>(in), {}));
+  dir.file("tokenizer_config.json", R"({"add_bos_token": true, "bos_token": "<｜begin▁of▁sentence｜>"})");
+  const auto t = Tokenizer::from_path(dir.str());
+  ASSERT_TRUE(t->add_bos());
+  const std::vector<int32_t> hi = t->encode("hi");
+  std::vector<int32_t> with_bos = {0};
+  with_bos.insert(with_bos.end(), hi.begin(), hi.end());
+  EXPECT_EQ(t->encode_prompt("hi"), with_bos);
+  // A chat template's own BOS is not doubled.
+  const std::string chat = apply_deepseek_v3_chat_template({{"user", "hi"}});
+  EXPECT_EQ(t->encode_prompt(chat), t->encode(chat));
+  EXPECT_EQ(t->encode_prompt(chat)[1], 2);
+  EXPECT_EQ(t->encode_prompt(""), std::vector<int32_t>{0});
+
+  dir.file("tokenizer_config.json", R"({"add_bos_token": false, "bos_token": "<｜begin▁of▁sentence｜>"})");
+  EXPECT_EQ(Tokenizer::from_path(dir.str() + "/tokenizer.json")->encode_prompt("hi"), hi);
+  dir.file("tokenizer_config.json", R"({"add_bos_token": "yes"})");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.str()); }).find("add_bos_token"), std::string::npos);
+  TempDir empty("no_tokenizer");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(empty.str()); }).find(empty.str()), std::string::npos);
+}
+
+TEST(TokenizerTest, NoTokenCoversMoreThanMaxTokenBytes) {
+  const Tokenizer& t = fixture();
+  EXPECT_GE(t.max_token_bytes(), std::string("<｜begin▁of▁sentence｜>").size());
+  for (const json& c : hf_cases().at("extra")) {
+    const std::string text = c.at("text").get<std::string>();
+    EXPECT_LE(text.size(), t.encode(text).size() * t.max_token_bytes()) << text;
+  }
+}
+
 // Streams ids through the detokenizer, checking every piece is whole UTF-8; returns the text.
 std::string stream(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip_special) {
   IncrementalDetokenizer detok(t, skip_special);
@@ -314,11 +351,11 @@ TEST(IncrementalDetokenizerTest, HoldsBackSplitCharacters) {
 TEST(ChatTemplateTest, SystemUserAssistantUser) {
   const std::vector<ChatMessage> messages = {
       {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
-  const std::string prompt = apply_deepseek_v3_chat_template(messages, true);
+  const std::string prompt = apply_deepseek_v3_chat_template(messages);
   EXPECT_EQ(prompt,
             "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜>"
             "<｜User｜>2+2?<｜Assistant｜>");
-  EXPECT_EQ(apply_deepseek_v3_chat_template(messages, false, ""),
+  EXPECT_EQ(apply_deepseek_v3_chat_template(messages, {.add_generation_prompt = false, .bos_token = ""}),
             "Be brief.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User｜>2+2?");
   const std::vector<int32_t> ids = fixture().encode(prompt);
   EXPECT_EQ(ids.front(), 0);
@@ -327,11 +364,21 @@ TEST(ChatTemplateTest, SystemUserAssistantUser) {
 }
 
 TEST(ChatTemplateTest, SystemMessagesJoinAndUnknownRolesFail) {
-  EXPECT_EQ(apply_deepseek_v3_chat_template({{"system", "A"}, {"user", "u"}, {"system", "B"}}, false),
+  EXPECT_EQ(apply_deepseek_v3_chat_template({{"system", "A"}, {"user", "u"}, {"system", "B"}}, {.add_generation_prompt = false}),
             "<｜begin▁of▁sentence｜>A\n\nB<｜User｜>u");
   const std::string message =
-      error_of([] { apply_deepseek_v3_chat_template({{"user", "u"}, {"tool", "x"}}, true); });
+      error_of([] { apply_deepseek_v3_chat_template({{"user", "u"}, {"tool", "x"}}); });
   EXPECT_NE(message.find("'tool'"), std::string::npos) << message;
+}
+
+TEST(ChatTemplateTest, ContinueFinalMessageLeavesItOpen) {
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hel"}};
+  EXPECT_EQ(apply_deepseek_v3_chat_template(messages, {.add_generation_prompt = false, .continue_final_message = true}),
+            "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>Hel");
+  EXPECT_NE(error_of([] {
+              apply_deepseek_v3_chat_template({{"user", "Hi"}}, {.add_generation_prompt = false, .continue_final_message = true});
+            }).find("assistant"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+"""The admin and observability routes (/version, /get_model_info, /get_server_info, /flush_cache),
+--log-format json with its per-request line, and the queue-time and latency histograms."""
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import API_KEY, ROOT, Server, text_model_dir
+
+LONG = {"max_new_tokens": 2000, "ignore_eos": True, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def json_server():
+    """A text server started with flags the tests look for, logging JSON."""
+    s = Server(text_model_dir(), "--served-model-name", "tiny-admin", "--max-running-requests", "7",
+               "--chunked-prefill-size", "256", "--log-format", "json", api_key=API_KEY, name="admin")
+    yield s
+    assert s.stop() == 0, s.log_tail()
+
+
+def log_lines(server):
+    server.log.flush()
+    return Path(server.log.name).read_text(errors="replace").splitlines()
+
+
+def wait_for_line(server, pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [line for line in log_lines(server) if pred(line)]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no such log line:\n{server.log_tail()}")
+
+
+def test_version_is_the_projects(json_server):
+    project = re.search(r"project\(splash[^)]*VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    r = json_server.get("/version")
+    assert r.status_code == 200 and r.json() == {"version": project}
+
+
+def test_model_info(json_server, ids_server):
+    info = json_server.get("/get_model_info").json()
+    assert info["is_generation"] is True
+    assert info["served_model_name"] == "tiny-admin"
+    assert info["model_path"] == info["tokenizer_path"] and Path(info["model_path"]).is_dir()
+    assert info["context_length"] == 4096 and info["vocab_size"] > 0
+    # Without a tokenizer there is no tokenizer path.
+    assert ids_server.get("/get_model_info").json()["tokenizer_path"] is None
+
+
+def test_server_info_shows_flags_and_live_state(json_server):
+    info = json_server.get("/get_server_info").json()
+    assert info["max_running_requests"] == 7 and info["chunked_prefill_size"] == 256
+    assert info["ranks"] == 2 and info["attn_layout"] == "dop" and info["log_format"] == "json"
+    assert info["port"] == json_server.port and info["api_key"] == "<redacted>"
+    assert info["version"] == json_server.get("/version").json()["version"]
+    (idle,) = info["internal_states"]
+    assert idle["num_requests_running"] == 0 and idle["kv_pages_usage"] == 0
+    assert [p["rank"] for p in idle["kv_pages"]] == [0, 1] and idle["attention_layout"] == "dop"
+
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(json_server.post, "/generate",
+                           {"input_ids": [5, 6, 7], "rid": "admin-live", "sampling_params": LONG})
+        deadline = time.monotonic() + 10
+        while True:
+            (live,) = json_server.get("/get_server_info").json()["internal_states"]
+            if live["num_requests_running"] == 1:
+                break
+            assert time.monotonic() < deadline, live
+            time.sleep(0.02)
+        assert live["kv_pages_usage"] > 0 and sum(p["used"] for p in live["kv_pages"]) > 0
+        assert json_server.post("/abort_request", {"rid": "admin-live"}).json()["aborted"] is True
+        assert done.result().status_code == 200
+    json_server.wait_drained()
+
+
+def test_flush_cache(json_server):
+    r = json_server.post("/flush_cache")
+    assert r.status_code == 200 and r.json()["success"] is True and "nothing" in r.json()["message"]
+
+
+def test_json_log_lines_and_finished_request(json_server):
+    r = json_server.post("/generate", {"input_ids": [5, 6, 7], "rid": "admin-log",
+                                       "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}})
+    assert r.status_code == 200
+    line = wait_for_line(json_server, lambda l: '"admin-log"' in l and "request finished" in l)
+    entry = json.loads(line)
+    assert entry["level"] == "info" and entry["message"] == "request finished"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["timestamp"])
+    assert entry["finish_reason"] == "length"
+    assert entry["prompt_tokens"] == 3 and entry["completion_tokens"] == 4
+    assert 0 <= entry["queue_time_s"] <= entry["ttft_s"] <= entry["e2e_latency_s"]
+    for raw in log_lines(json_server):  # the start-up lines too
+        assert isinstance(json.loads(raw), dict), raw
+
+
+def test_text_log_has_the_finished_line(ids_server):
+    r = ids_server.post("/generate", {"input_ids": [5, 6], "rid": "admin-text-log",
+                                      "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}})
+    assert r.status_code == 200
+    line = wait_for_line(ids_server, lambda l: "request_id=admin-text-log " in l)
+    assert "[info] request finished" in line and "finish_reason=length" in line
+    assert "prompt_tokens=2" in line and "completion_tokens=2" in line and "e2e_latency_s=" in line
+
+
+def test_latency_histograms_count_finished_requests(json_server):
+    def counts():
+        m = json_server.metrics()
+        return (m["splash_request_queue_time_seconds_count"], m["splash_e2e_request_latency_seconds_count"],
+                sum(v for k, v in m.items() if k.startswith("splash_requests_finished_total")))
+
+    json_server.wait_drained()
+    before = counts()
+    assert before[0] == before[1] == before[2]
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda i: json_server.post(
+            "/generate", {"input_ids": [5 + i], "sampling_params": {"max_new_tokens": 3}}), range(3)))
+    assert all(r.status_code == 200 for r in results)
+    json_server.wait_drained()
+    after = counts()
+    assert [a - b for a, b in zip(after, before)] == [3, 3, 3]
+    m = json_server.metrics()
+    assert m['splash_e2e_request_latency_seconds_bucket{le="+Inf"}'] == after[1]
