@@ -106,6 +106,7 @@ void install_handlers(Server& s, const RouteTable& routes, ServerContext& ctx) {
     if (rid.empty()) rid = make_id("req-");
     res.set_header("X-Request-Id", rid);
     const ApiError e = client_error(ep, rid);
+    if (e.status == 429) res.set_header("Retry-After", "1");  // the queue moves every step
     reply_json(res, error_body(e), e.status);
   });
   // httplib's own errors (no route, body too large, malformed HTTP) get the same JSON shape.
@@ -115,6 +116,8 @@ void install_handlers(Server& s, const RouteTable& routes, ServerContext& ctx) {
       close_connection_after(res);
     }
     if (!res.body.empty()) return Server::HandlerResponse::Unhandled;
+    // httplib's own 400 (a malformed request or chunk) leaves the stream at an unknown place.
+    if (res.status == 400) close_connection_after(res);
     std::string msg = res.status == 404   ? "no endpoint " + req.method + " " + req.path
                       : res.status == 413 ? "the request body is larger than the limit"
                                           : "HTTP error " + std::to_string(res.status);

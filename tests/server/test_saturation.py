@@ -145,6 +145,7 @@ def test_queue_limit_answers_429_and_the_others_complete(small_server):
     t0 = time.monotonic()
     r = small_server.post("/v1/completions", {**LONG, "max_tokens": 4})
     assert r.status_code == 429 and time.monotonic() - t0 < 1, r.text
+    assert r.headers["Retry-After"] == "1"
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}
     for sock in long:
         sock.close()
@@ -268,6 +269,16 @@ def test_bodyless_post_without_length_is_answered_at_once(small_server):
     flushed, health = read_response(f), read_response(f)
     assert (flushed[0], health[0]) == (200, 200) and time.monotonic() - t0 < 1
     assert json.loads(flushed[2])["success"] is True
+    sock.close()
+
+
+def test_malformed_chunk_closes_the_connection(small_server):
+    # httplib answers a broken chunk size with 400; what follows on the socket is not a request.
+    sock = connect(small_server, timeout=3)
+    sock.sendall(request_bytes("POST", "/v1/completions", headers={"Transfer-Encoding": "chunked"}, length=False)
+                 + b"zz\r\n" + request_bytes("GET", "/health"))
+    got = responses(sock)
+    assert [status for status, _, _ in got] == [400] and got[0][1].get("connection") == "close"
     sock.close()
 
 
