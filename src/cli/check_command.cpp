@@ -21,6 +21,7 @@ struct CheckFlags {
   EngineFlags engine;
   std::string reference;
   int64_t prefill_chunk = 0;
+  int64_t kv_pages = 0;
   double tolerance = -1;
   double greedy_margin = 0;
   double max_outliers = 0;
@@ -52,6 +53,7 @@ int run_check(const CheckFlags& f) {
   co.prefill_chunk = f.prefill_chunk;
   co.form = parse_form_flag(f.engine.attn_form);
   co.sequential = f.sequential;
+  co.kv_pages = f.kv_pages;
   co.switches = parse_switch_schedule(f.engine.switch_schedule);
   co.switch_mode = parse_switch_mode(f.engine.switch_mode);
   // fp32 on the CPU reproduces the reference closely. bf16 activations with the reference's routing
@@ -111,6 +113,7 @@ int run_check(const CheckFlags& f) {
   if (attribute)
     fmt::print("routing noise {:.1e}: tie_at is each prompt's first position whose reference routing slack (f32 CPU "
                "run) is below it\n", f.routing_noise);
+  if (engine.stats().preemptions > 0) fmt::print("{} preemptions (recomputed prompts are compared again)\n", engine.stats().preemptions);
   fmt::print("tolerance {:.1e}{}; {} prompts in {:.2f} s; {}\n", tol, replay ? "; routing replayed" : "", results.size(),
              secs, ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -139,6 +142,10 @@ void add_check_command(CLI::App& app) {
                   "reference routing slack is below it (tie_at), where the engine's experts may differ (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sequential", f->sequential, "run the prompts one at a time instead of batched");
+  cmd->add_option("--kv-pages", f->kv_pages,
+                  "KV pages per rank (default: what every prompt and its continuation need); fewer make the engine "
+                  "preempt and recompute, which the check then covers")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--replay-routing", f->replay_routing,
                 "MoE layers use the reference's expert choices (an f32 CPU run) instead of the router's, so that only "
                 "arithmetic differs (routing is verified separately)");

@@ -60,5 +60,23 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Layouts, ReferenceCheck, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name_of(info.param); });
 
+// A pool too small for every continuation: the engine preempts a prompt and recomputes it, and the
+// recomputed logits and the greedy tokens still match (what `splash check --kv-pages` runs).
+TEST(ReferenceCheckPreemption, SmallPoolRecomputesAndStillMatches) {
+  const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
+  ModelSource src = open_model(kFixture);
+  GroupOptions go;
+  go.ranks = 2;
+  go.page_size = 16;
+  CheckOptions co;
+  co.kv_pages = 240;  // the prompts fit (236 pages per rank), their continuations do not
+  Engine engine(ModelSource{src.config, src.weights, "", src.name}, check_engine_options(src.config, go, ref, co));
+  for (const PromptCheck& r : run_reference_check(engine, ref, co)) {
+    EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
+    EXPECT_EQ(r.greedy_matched, r.greedy_total) << r.name;
+  }
+  EXPECT_GT(engine.stats().preemptions, 0);
+}
+
 }  // namespace
 }  // namespace splash
