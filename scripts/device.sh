@@ -199,7 +199,7 @@ if want onegpu; then
   done
   # Preemption: a pool that holds the prompts but not their continuations; the recomputed logits and
   # the greedy tokens are checked like the rest.
-  check 1gpu_T2_preempt $FIX --ranks 2 --ranks-per-gpu 2 --attn-layout tp --page-size 16 --kv-pages 240
+  check 1gpu_T2_preempt $FIX --ranks 2 --ranks-per-gpu 2 --attn-layout tp --page-size 16 --kv-pages 236
   row "  preemptions" "$(grep -E 'preemptions' "$LOG/check_1gpu_T2_preempt.log" || echo 'none')"
   # The server: concurrent requests while all 12 switches run (scripts/server_switch_check.py says how it judges).
   t0=$SECONDS

@@ -69,7 +69,7 @@ TEST(ReferenceCheckPreemption, SmallPoolRecomputesAndStillMatches) {
   go.ranks = 2;
   go.page_size = 16;
   CheckOptions co;
-  co.kv_pages = 240;  // the prompts fit (236 pages per rank), their continuations do not
+  co.kv_pages = 236;  // the prompts just fit (236 pages of 16 tokens per rank), their continuations do not
   Engine engine(ModelSource{src.config, src.weights, "", src.name}, check_engine_options(src.config, go, ref, co));
   for (const PromptCheck& r : run_reference_check(engine, ref, co)) {
     EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
