@@ -47,6 +47,7 @@ void add_admin_routes(RouteTable& s, ServerContext& ctx) {
                      {"tokenizer_path", l.tokenizer_path ? json(*l.tokenizer_path) : json()},
                      {"served_model_name", l.model_name},
                      {"is_generation", true},
+                     {"model_type", ctx.model.model_type},
                      {"context_length", ctx.model.context_length},
                      {"vocab_size", ctx.model.vocab_size},
                      {"preferred_sampling_params", nullptr},

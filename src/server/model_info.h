@@ -10,6 +10,7 @@ namespace splash {
 
 struct ModelInfo {
   std::string name;                      // the served model name
+  std::string model_type;                // config.json's (deepseek_v2, deepseek_v3)
   const Tokenizer* tokenizer = nullptr;  // null: token ids only (thread-safe, outlives the server)
   int64_t context_length = 0;
   int64_t vocab_size = 0;
