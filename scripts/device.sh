@@ -255,6 +255,11 @@ if want attention; then  # attention kernels against copy bandwidth and the bf16
   timeout 240 ./$BUILD/splash_bench_attention > "$LOG/bench_attention.log" 2>&1
   row "bench attention (bench_attention.log)" "rc=$? ($((SECONDS - t0)) s)"
   tail -45 "$LOG/bench_attention.log"
+  # The peer at the generic rows' shapes, in the same call: PyTorch's fused attention.
+  t0=$SECONDS
+  timeout 120 python3 bench/attention_peer.py > "$LOG/attention_peer.log" 2>&1
+  row "attention peer (attention_peer.log)" "rc=$? ($((SECONDS - t0)) s)"
+  cat "$LOG/attention_peer.log"
 fi
 if want calibrate; then  # the scheduler's cost profile of one GPU (issue 15), named by the GPU (h100, h200)
   t0=$SECONDS
