@@ -9,6 +9,8 @@ C + d_r over a contiguous cache (GQA broadcast, or the head expanded as a stride
 of its first C columns: no paging, which can only help it, and V read apart, which costs it bytes. Medians of CUDA-event timings after warm-up; inputs are random bf16. The device
 script runs it in the same call as splash_bench_attention (stage `attention`).
 """
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -69,6 +71,7 @@ def expanded(H, dn, dr, dv, T=4096):
 
 
 def main():
+    warnings.filterwarnings("ignore", category=UserWarning)  # torch explains each backend it skips
     print(f"peer: torch {torch.__version__} scaled_dot_product_attention on {torch.cuda.get_device_name()}")
     print(f"{'form':<9} {'shape':<36} {'peer_ms':>9} {'TFLOP/s':>8}  backend")
     rows = [("absorbed", "H 128, C 512 + 64, B 64 x 4K", lambda: absorbed(128, 512, 64)),
