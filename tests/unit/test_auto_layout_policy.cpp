@@ -63,6 +63,11 @@ struct Bench {
     }
   }
   LayoutContext at(int64_t step, Layout current) const { return {step, current, sched}; }
+  // Four 2000-token prompts of 200 tokens each, prefilled: a decode batch whose layouts differ.
+  void four_long_decodes() {
+    for (int i = 0; i < 4; ++i) add(2000, 200);
+    prefill();
+  }
   KvCacheManager kv;
   Scheduler sched;
   std::vector<std::unique_ptr<Request>> reqs;
@@ -83,8 +88,7 @@ TEST(AutoLayoutPolicy, NextStepShapeIsTheBatchTheSchedulerWillRun) {
 TEST(AutoLayoutPolicy, SwitchesToTheFastestWhenItPaysAndLogsWhy) {
   const ModelConfig c = config();
   Bench b(2);
-  for (int i = 0; i < 4; ++i) b.add(2000, 200);
-  b.prefill();
+  b.four_long_decodes();
   AutoLayoutPolicy p(profile(c, 2, 1e8), c, 2);
   const std::optional<Layout> to = p.decide(b.at(10, Layout::TP));
   ASSERT_TRUE(to.has_value());
@@ -100,8 +104,7 @@ TEST(AutoLayoutPolicy, SwitchesToTheFastestWhenItPaysAndLogsWhy) {
 TEST(AutoLayoutPolicy, HoldsInsideTheMarginAndWhenTheHorizonDoesNotPay) {
   const ModelConfig c = config();
   Bench b(2);
-  for (int i = 0; i < 4; ++i) b.add(2000, 200);
-  b.prefill();
+  b.four_long_decodes();
   // Unbounded KV bandwidth: every layout within a few percent of each other.
   AutoLayoutPolicy flat(profile(c, 2, 1e30), c, 2, AutoPolicyOptions{.margin = 0.5});
   EXPECT_FALSE(flat.decide(b.at(10, Layout::TP)).has_value());
@@ -124,8 +127,7 @@ TEST(AutoLayoutPolicy, HoldsInsideTheMarginAndWhenTheHorizonDoesNotPay) {
 TEST(AutoLayoutPolicy, AtACrossoverItSwitchesAtMostOnce) {
   const ModelConfig c = config();
   Bench b(2);
-  for (int i = 0; i < 4; ++i) b.add(2000, 200);
-  b.prefill();
+  b.four_long_decodes();
   AutoLayoutPolicy p(profile(c, 2, 1e8), c, 2);
   const std::optional<Layout> to = p.decide(b.at(10, Layout::TP));
   ASSERT_TRUE(to.has_value());
