@@ -132,7 +132,7 @@ class SocketStream final : public httplib::Stream {
 // on the listener thread (quickly: one short write and a close).
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
-  explicit ConnectionThreads(size_t cap) : cap_(cap) {}
+  ConnectionThreads(size_t cap, std::atomic<int64_t>& gauge) : cap_(cap), gauge_(gauge) {}
 
   void enqueue(std::function<void()> fn) override {
     {
@@ -143,9 +143,11 @@ class ConnectionThreads final : public httplib::TaskQueue {
           std::thread([this, fn] {
             fn();
             std::lock_guard lk(mu_);
+            --gauge_;
             if (--open_ == 0) cv_.notify_all();
           }).detach();
           ++open_;
+          ++gauge_;
           return;
         } catch (const std::system_error&) {
           // No thread to be had (a process limit): refused like a connection over the cap.
@@ -165,6 +167,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
 
  private:
   const size_t cap_;
+  std::atomic<int64_t>& gauge_;
   std::mutex mu_;
   std::condition_variable cv_;
   size_t open_ = 0;
@@ -191,8 +194,8 @@ void linger_close(int fd) {
 
 }  // namespace
 
-ConnectionServer::ConnectionServer(size_t max_connections) {
-  new_task_queue = [max_connections] { return new ConnectionThreads(max_connections); };
+ConnectionServer::ConnectionServer(size_t max_connections, std::atomic<int64_t>& open_connections) {
+  new_task_queue = [max_connections, &open_connections] { return new ConnectionThreads(max_connections, open_connections); };
 }
 
 bool ConnectionServer::bind(const std::string& host, int port) {

@@ -8,7 +8,9 @@
 // after the keep-alive timeout, so idle sockets do not pin threads for long.
 // Owning the socket loop also gives handlers the socket: whether the client is still there
 // (whatever the response's encoding) and closing the connection after an early error.
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <httplib.h>
@@ -17,8 +19,9 @@ namespace splash {
 
 class ConnectionServer : public httplib::Server {
  public:
-  // Connections beyond `max_connections` get 503 and are closed at once.
-  explicit ConnectionServer(size_t max_connections);
+  // Connections beyond `max_connections` get 503 and are closed at once. `open_connections` counts
+  // the connections being served (refused ones not), for the metrics gauge.
+  ConnectionServer(size_t max_connections, std::atomic<int64_t>& open_connections);
   // bind_to_port with the kernel's longest accept queue: httplib 0.11 listens with a backlog of 5,
   // so a burst of connections overflows it and each dropped SYN costs its client a 1 s retry.
   bool bind(const std::string& host, int port);

@@ -172,7 +172,7 @@ int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launc
   ServerContext ctx{info, opt, loop, metrics, launch};
   ctx.options.max_request_bytes = static_cast<int64_t>(max_request_bytes(opt, info.context_length));
 
-  ConnectionServer server(static_cast<size_t>(opt.max_connections));
+  ConnectionServer server(static_cast<size_t>(opt.max_connections), metrics.open_connections);
   server.set_payload_max_length(static_cast<size_t>(ctx.options.max_request_bytes));
   server.set_keep_alive_timeout(opt.keep_alive_timeout);
   server.set_keep_alive_max_count(1000);

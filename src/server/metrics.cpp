@@ -67,6 +67,8 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   p.sample("splash_num_requests_running", {}, static_cast<double>(s.running));
   p.family("splash_num_requests_waiting", "gauge", "Requests queued for admission.");
   p.sample("splash_num_requests_waiting", {}, static_cast<double>(s.waiting));
+  p.family("splash_http_connections_open", "gauge", "Client connections being served (idle keep-alive included).");
+  p.sample("splash_http_connections_open", {}, static_cast<double>(open_connections.load()));
 
   p.family("splash_kv_pages_used", "gauge", "KV pages in use per rank (one page holds page_size tokens of one layer).");
   for (size_t r = 0; r < s.ranks.size(); ++r)

@@ -1,6 +1,8 @@
 #pragma once
 // Server metrics for Prometheus: counters and latency histograms fed by the engine thread, plus
 // the engine snapshot's gauges, rendered by GET /metrics. Names follow vLLM's where they overlap.
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,6 +29,9 @@ class ServerMetrics {
   void record_switch(const SwitchRecord& r);
 
   std::string render(const EngineSnapshot& s) const;
+
+  // Client connections being served, kept by the HTTP server.
+  std::atomic<int64_t> open_connections{0};
 
  private:
   mutable std::mutex mu_;

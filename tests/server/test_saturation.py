@@ -282,9 +282,24 @@ def test_malformed_chunk_closes_the_connection(small_server):
     sock.close()
 
 
+def open_connections_on(sock):
+    """splash_http_connections_open read over `sock`, a kept-alive connection that counts itself."""
+    sock.sendall(request_bytes("GET", "/metrics"))
+    status, _, body = read_response(sock.makefile("rb"))
+    assert status == 200
+    [line] = [l for l in body.decode().splitlines() if l.startswith("splash_http_connections_open ")]
+    return float(line.split()[1])
+
+
 def test_idle_connections_are_closed_and_capped(small_server):
+    # Earlier tests' connections may still be closing: wait until this one is the only one open.
+    first = connect(small_server, timeout=5)
+    deadline = time.monotonic() + 5
+    while open_connections_on(first) != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     # 24 connections are the cap: the next one gets 503 at once.
-    idle = [connect(small_server, timeout=5) for _ in range(24)]
+    idle = [first] + [connect(small_server, timeout=5) for _ in range(23)]
     extra = connect(small_server, timeout=3)
     [(status, headers, _)] = responses(extra)
     assert status == 503 and headers.get("connection") == "close"
