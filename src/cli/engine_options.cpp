@@ -9,7 +9,7 @@
 
 namespace splash {
 
-void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
   cmd.add_option("--model", f.model,
                  "checkpoint directory, config.json (dummy weights) or builtin:NAME (tiny, deepseek-v3, deepseek-v3-attn, deepseek-v2-lite)")
       ->capture_default_str();
@@ -29,13 +29,14 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
       ->capture_default_str();
   cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
-  add_multinode_flags(cmd, f.multinode)->check(CLI::Validator(
-      [](std::string& v) {
-        return v == "1" ? std::string()
-                        : std::string("multi-node serving is not implemented yet: the step loop runs in one process; "
-                                      "--nnodes works for splash_comm_check");
-      },
-      "1 (one node)"));
+  CLI::Option* nnodes = add_multinode_flags(cmd, f.multinode);
+  if (!across_processes)
+    nnodes->check(CLI::Validator(
+        [](std::string& v) {
+          return v == "1" ? std::string()
+                          : std::string("this subcommand runs in one process: --nnodes is for check, generate and serve");
+        },
+        "1 (one process)"));
 }
 
 void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
@@ -53,6 +54,8 @@ void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--mem-fraction", f.mem_fraction, "fraction of the memory for weights + KV")
       ->capture_default_str()->check(CLI::Range(0.01, 1.0));
   cmd.add_option("--kv-pages", f.kv_pages, "KV pages per rank (overrides the memory sizing)")->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--disable-radix-cache,--no-enable-prefix-caching", f.disable_prefix_cache,
+               "compute every prompt in full (no reuse of cached prefixes)");
 }
 
 void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f) {
@@ -134,6 +137,7 @@ EngineOptions make_engine_options(const EngineFlags& f) {
   o.mem_per_rank = f.mem_per_rank == "auto" ? (f.backend == "cpu" ? int64_t{1} << 30 : 0) : parse_bytes(f.mem_per_rank);
   o.mem_fraction = f.mem_fraction;
   o.kv_pages = f.kv_pages;
+  o.prefix_cache = !f.disable_prefix_cache;
   o.switch_schedule = parse_switch_schedule(f.switch_schedule);
   o.switch_mode = parse_switch_mode(f.switch_mode);
   return o;

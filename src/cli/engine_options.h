@@ -32,14 +32,16 @@ struct EngineFlags {
   std::string mem_per_rank = "auto";
   double mem_fraction = 0.9;
   int64_t kv_pages = 0;
+  bool disable_prefix_cache = false;  // --disable-radix-cache (SGLang), --no-enable-prefix-caching (vLLM)
   std::string switch_schedule;   // step=N:LAYOUT,...
   std::string switch_mode = "overlapped";
   std::string tokenizer;  // --tokenizer (serve, generate); empty: the model directory's
-  // Parsed so that an SGLang-style multi-node command line gets a clear refusal: the engine runs on one node.
+  // Several processes: --nnodes, --node-rank, --dist-init-addr, --dist-timeout (cli/process_launch.h).
   MultinodeFlags multinode;
 };
 
-void add_engine_flags(CLI::App& cmd, EngineFlags& f);
+// across_processes: the subcommand runs over several processes (cli/process_launch.h); else --nnodes is refused.
+void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes = false);
 // Also the scheduler and memory flags (commands that run the engine).
 void add_serving_flags(CLI::App& cmd, EngineFlags& f);
 struct EngineOptions;

@@ -64,6 +64,10 @@ Engine::Engine(ModelSource model, EngineOptions options)
       scheduler_(opt_.scheduler, group_->kv(), opt_.group.layout),
       seed_state_(std::random_device{}()) {
   eos_ = tokenizer_ && tokenizer_->eos_id() ? tokenizer_->eos_id() : model_.config.eos_token_id;
+  if (opt_.prefix_cache && !opt_.all_logits) {
+    group_->kv().enable_prefix_cache();
+    group_->kv().set_cache_layout(opt_.group.layout);
+  }
 }
 
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
@@ -85,6 +89,9 @@ void Engine::consult_layout_policy() {
   if (switcher_->in_transit()) return;  // the step that carries it comes first
   const std::optional<Layout> to = policy_->decide({stats_.steps, switcher_->layout(), scheduler_});
   if (!to || *to == switcher_->layout()) return;
+  // Cached blocks that do not hold the destination's positions go first, so the switch plans with their
+  // pages free (the blocks live requests use move with the requests).
+  group_->kv().set_cache_layout(*to);
   const std::optional<std::string> refused =
       switcher_->begin(*to, scheduler_.live(), stats_.steps, std::nullopt, policy_->reason());
   if (!refused) scheduler_.set_layout(*to);
@@ -349,6 +356,15 @@ std::vector<RequestOutput> Engine::run_alone(const StepPlan& plan, const std::ve
   return outputs;
 }
 
+void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
+  KvCacheManager& kv = group_->kv();
+  if (!kv.prefix_cache_enabled()) return;
+  const int64_t B = kv.prefix_cache().layout() == layout ? kv.prefix_cache().block_tokens() : 1;
+  if (r.computed / B == (r.computed - n_new) / B) return;  // no block completed this step
+  if (r.computed <= static_cast<int64_t>(r.prompt.size())) kv.cache_prefix(r.id, r.prompt, r.computed, r.owner, layout);
+  else kv.cache_prefix(r.id, r.tokens(), r.computed, r.owner, layout);
+}
+
 std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
                                                const StepOutput& step) {
   if (observer_) observer_->on_step(plan, step);
@@ -360,6 +376,7 @@ std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::
     Request& r = *batch[i];
     const StepSeq& seq = plan.seqs[i];
     r.computed += seq.n_new;
+    cache_blocks(r, seq.n_new, plan.layout);
     // The sequence's logit row: with all logits, its last row; else the next of the host rows.
     const int64_t logit_row = plan.all_logits ? row + seq.n_new - 1 : row;
     row += plan.all_logits ? seq.n_new : (seq.logits && !seq.greedy ? 1 : 0);

@@ -42,6 +42,9 @@ struct EngineOptions {
   // Every row's logits come back from each step (checks compare them; StepObserver sees them). Tokens
   // are then sampled from each sequence's last row on the host.
   bool all_logits = false;
+  // Reuse computed KV of shared prefixes (kv/prefix_cache.h); --disable-radix-cache turns it off. Not
+  // with all_logits, which needs every row computed.
+  bool prefix_cache = false;
   // --tokenizer: a directory or tokenizer.json; empty: the model directory's tokenizer.json, if any.
   std::string tokenizer;
 };
@@ -111,6 +114,8 @@ class Engine {
   // (carrying a switch in transit) and each request's token is sampled.
   std::vector<RequestOutput> step();
   void set_step_observer(StepObserver* o) { observer_ = o; }
+  // Evicts every cached prefix no request uses (/flush_cache); returns the pages freed per rank, summed.
+  int64_t flush_prefix_cache() { return group_->kv().flush_prefix_cache(); }
   bool has_work() const { return scheduler_.has_work(); }
 
   const Request& request(int64_t id) const;
@@ -132,6 +137,8 @@ class Engine {
   void fail_request(Request& r, RequestOutput& out);  // an internal fault confined to this request
   // Asks the policy at a step boundary and starts what it decides.
   void consult_layout_policy();
+  // Caches the blocks the request completed in a step of `n_new` rows (prefix cache on).
+  void cache_blocks(const Request& r, int64_t n_new, Layout layout);
   // Samples (or takes the device's greedy choice for) each request's next token from a step's output.
   std::vector<RequestOutput> take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
                                          const StepOutput& out);

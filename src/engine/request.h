@@ -27,6 +27,7 @@ struct Request {
   RequestState state = RequestState::Waiting;
   int owner = -1;
   int64_t computed = 0;
+  int64_t cached_tokens = 0;  // of the prompt, found in the prefix cache when last admitted
   std::vector<int32_t> output;
   std::vector<float> logprobs;                     // of each sampled token (when params.logprobs >= 0)
   std::vector<std::vector<TokenLogprob>> top_logprobs;
@@ -44,6 +45,11 @@ struct Request {
   double arrival = 0, scheduled = -1, first_token = -1, finished_at = -1;
 
   int64_t length() const { return static_cast<int64_t>(prompt.size() + output.size()); }
+  std::vector<int32_t> tokens() const {  // prompt + output
+    std::vector<int32_t> t = prompt;
+    t.insert(t.end(), output.begin(), output.end());
+    return t;
+  }
   int32_t token_at(int64_t i) const {
     return i < static_cast<int64_t>(prompt.size()) ? prompt[i] : output[i - static_cast<int64_t>(prompt.size())];
   }

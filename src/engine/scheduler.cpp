@@ -55,8 +55,9 @@ bool Scheduler::could_ever_fit(int64_t tokens, int owner) const {
   return true;
 }
 
-// Owners balance projected KV growth (prompt + max new tokens), then request counts.
-int Scheduler::choose_owner(const Request& r) const {
+// Owners balance projected KV growth (prompt + max new tokens), then request counts; with the prefix
+// cache, the owner that holds the longest cached prefix of the prompt wins when it has room.
+int Scheduler::choose_owner(const Request& r) {
   const int T = kv_.ranks();
   std::vector<int64_t> tokens(static_cast<size_t>(T), 0), count(static_cast<size_t>(T), 0);
   for (const Request* q : running_) {
@@ -66,14 +67,22 @@ int Scheduler::choose_owner(const Request& r) const {
   int best = 0;
   for (int i = 1; i < T; ++i)
     if (tokens[i] < tokens[best] || (tokens[i] == tokens[best] && count[i] < count[best])) best = i;
-  return best;
+  if (layout_ != Layout::DP && layout_ != Layout::DOP) return best;
+  int cached = best;
+  int64_t most = kv_.cached_prefix(r.prompt, best, layout_);
+  for (int i = 0; i < T; ++i)
+    if (int64_t n = kv_.cached_prefix(r.prompt, i, layout_); n > most && admissible(r, i)) {
+      most = n;
+      cached = i;
+    }
+  return cached;
 }
 
 bool Scheduler::admissible(const Request& r, int owner) const {
   for (int rank = 0; rank < kv_.ranks(); ++rank) {
     if (opt_.admission == AdmissionPolicy::Optimistic) {
       if (kv_.pages_for_tokens(held_tokens(layout_, rank, kv_.ranks(), owner, r.length())) * kv_.layers() >
-          kv_.pool(rank).free_count())
+          kv_.pool(rank).free_count() + kv_.evictable_pages(rank))
         return false;
       continue;
     }
@@ -119,8 +128,13 @@ StepPlan Scheduler::schedule(std::vector<Request*>& batch) {
     const int owner = choose_owner(*r);
     if (!admissible(*r, owner)) break;  // first come, first served: no overtaking
     r->owner = owner;
+    // A preempted request finds its output's blocks too.
+    r->computed = kv_.attach_prefix(r->id, r->output.empty() ? r->prompt : r->tokens(), owner, layout_);
+    r->cached_tokens = std::min<int64_t>(r->computed, static_cast<int64_t>(r->prompt.size()));
     if (!take(r)) {
+      kv_.release(r->id);
       r->owner = -1;
+      r->computed = 0;
       break;
     }
     waiting_.pop_front();

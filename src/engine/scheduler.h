@@ -51,7 +51,7 @@ class Scheduler {
   bool could_ever_fit(int64_t tokens, int owner) const;
 
  private:
-  int choose_owner(const Request& r) const;
+  int choose_owner(const Request& r);
   bool admissible(const Request& r, int owner) const;
   int64_t reserved_pages(int rank, const Request& r, int owner) const;
   void preempt(Request* r);

@@ -1,11 +1,13 @@
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace splash {
 
 KvCacheManager::KvCacheManager(int ranks, int layers, int page_size, int64_t pages_per_rank)
-    : layers_(layers), page_size_(page_size), seqs_(static_cast<size_t>(ranks)) {
+    : layers_(layers), page_size_(page_size), cache_(ranks, layers, page_size), seqs_(static_cast<size_t>(ranks)) {
   SPLASH_CHECK(page_size > 0 && ranks > 0 && layers > 0, "kv cache shape");
   for (int r = 0; r < ranks; ++r) pools_.emplace_back(pages_per_rank);
   replica_runs_.assign(static_cast<size_t>(ranks), std::vector<int32_t>(static_cast<size_t>(layers), -1));
@@ -33,12 +35,13 @@ int64_t KvCacheManager::pages_to_grow(int r, int64_t seq, int owner, int64_t ctx
 
 bool KvCacheManager::can_grow(int64_t seq, int owner, int64_t ctx, Layout layout) const {
   for (int r = 0; r < ranks(); ++r)
-    if (pages_to_grow(r, seq, owner, ctx, layout) > pools_[r].free_count()) return false;
+    if (pages_to_grow(r, seq, owner, ctx, layout) > pools_[r].free_count() + evictable_pages(r)) return false;
   return true;
 }
 
 bool KvCacheManager::grow(int64_t seq, int owner, int64_t ctx, Layout layout) {
   if (!can_grow(seq, owner, ctx, layout)) return false;
+  for (int r = 0; r < ranks(); ++r) cache_.evict(r, pages_to_grow(r, seq, owner, ctx, layout), pools_);
   for (int r = 0; r < ranks(); ++r) {
     const int64_t need = pages_to_grow(r, seq, owner, ctx, layout);
     const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
@@ -58,6 +61,82 @@ void KvCacheManager::release(int64_t seq) {
     for (auto& layer : it->second->layers) pools_[r].release(layer);
     seqs_[r].erase(it);
   }
+  cache_.drop_user(seq);
+}
+
+void KvCacheManager::set_cache_layout(Layout layout) {
+  if (layout != cache_.layout()) cache_.set_layout(layout, pools_);
+}
+
+int64_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, int owner, Layout layout) {
+  if (!cache_enabled_ || tokens.empty()) return 0;
+  set_cache_layout(layout);
+  const int64_t B = cache_.block_tokens();
+  return cache_.match(tokens, owner, (static_cast<int64_t>(tokens.size()) - 1) / B) * B;
+}
+
+int64_t KvCacheManager::attach_prefix(int64_t seq, std::span<const int32_t> tokens, int owner, Layout layout) {
+  if (!cache_enabled_ || tokens.empty()) return 0;
+  set_cache_layout(layout);
+  for (int r = 0; r < ranks(); ++r) SPLASH_CHECK(!find(r, seq), "request {} already holds pages", seq);
+  const int64_t B = cache_.block_tokens();
+  std::vector<SeqPages> tables = cache_.attach(seq, tokens, owner, (static_cast<int64_t>(tokens.size()) - 1) / B, pools_);
+  int64_t blocks = 0;
+  for (int r = 0; r < ranks(); ++r) {
+    blocks = std::max(blocks, tables[r].pages_per_layer());
+    if (!tables[r].layers.empty()) seqs_[r][seq] = std::make_shared<SeqPages>(std::move(tables[r]));
+  }
+  cache_.count_lookup(static_cast<int64_t>(tokens.size()), blocks * B);
+  return blocks * B;
+}
+
+void KvCacheManager::cache_prefix(int64_t seq, std::span<const int32_t> tokens, int64_t computed, int owner,
+                                  Layout layout) {
+  if (!cache_enabled_) return;
+  set_cache_layout(layout);
+  std::vector<const SeqPages*> tables;
+  for (int r = 0; r < ranks(); ++r) tables.push_back(find(r, seq));
+  cache_.insert(seq, tokens, computed, owner, tables, pools_);
+}
+
+int64_t KvCacheManager::flush_prefix_cache() {
+  int64_t before = 0, after = 0;
+  for (const PagePool& p : pools_) before += p.free_count();
+  cache_.evict_idle(pools_);
+  for (const PagePool& p : pools_) after += p.free_count();
+  return after - before;
+}
+
+std::optional<std::vector<std::vector<std::pair<int32_t, int32_t>>>> KvCacheManager::fork(int64_t src, int64_t dst,
+                                                                                         int owner, int64_t ctx,
+                                                                                         Layout layout) {
+  auto partial = [&](int r) { return held_tokens(layout, r, ranks(), owner, ctx) % page_size_ != 0; };
+  for (int r = 0; r < ranks(); ++r)
+    if (partial(r) && layers_ > pools_[r].free_count() + evictable_pages(r)) return std::nullopt;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> copies(static_cast<size_t>(ranks()));
+  for (int r = 0; r < ranks(); ++r) {
+    const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
+    if (held == 0) continue;
+    const SeqPages* s = find(r, src);
+    const int64_t n = pages_for_tokens(held);
+    SPLASH_CHECK(s && s->pages_per_layer() >= n, "request {} holds fewer than {} pages on rank {}", src, n, r);
+    SeqPages t;
+    t.tokens = held;
+    t.layers.resize(static_cast<size_t>(layers_));
+    if (partial(r)) cache_.evict(r, layers_, pools_);
+    for (int l = 0; l < layers_; ++l) {
+      const int64_t shared = partial(r) ? n - 1 : n;
+      t.layers[l].assign(s->layers[l].begin(), s->layers[l].begin() + shared);
+      for (int32_t p : t.layers[l]) pools_[r].retain(p);
+      if (shared < n) {
+        SPLASH_CHECK(pools_[r].allocate_into(1, t.layers[l]), "no page for a sample's copy on rank {}", r);
+        copies[r].emplace_back(s->layers[l][n - 1], t.layers[l].back());
+      }
+    }
+    seqs_[r][dst] = std::make_shared<SeqPages>(std::move(t));
+  }
+  cache_.share(src, dst);
+  return copies;
 }
 
 const SeqPages* KvCacheManager::find(int r, int64_t seq) const {
