@@ -13,7 +13,8 @@ json live_state(const EngineSnapshot& s, bool draining) {
   int64_t capacity = 0, used = 0;
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankSnapshot& rk = s.ranks[r];
-    pages.push_back({{"rank", r}, {"capacity", rk.pages_capacity}, {"used", rk.pages_used}, {"free", rk.pages_free}});
+    pages.push_back({{"rank", r}, {"capacity", rk.pages_capacity}, {"used", rk.pages_used}, {"free", rk.pages_free},
+                     {"cached", rk.pages_cached}});
     capacity += rk.pages_capacity;
     used += rk.pages_used;
   }
@@ -26,6 +27,10 @@ json live_state(const EngineSnapshot& s, bool draining) {
           {"page_size", s.page_size},
           {"kv_pages", pages},
           {"kv_pages_usage", capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity) : 0.0},
+          {"prefix_cache", s.prefix_cache},
+          {"prefix_cache_hit_rate",
+           s.prefix_queried_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) / s.prefix_queried_tokens : 0.0},
+          {"generation_paused", s.paused},
           {"draining", draining}};
 }
 
@@ -61,9 +66,10 @@ void add_admin_routes(RouteTable& s, ServerContext& ctx) {
     info["internal_states"] = json::array({live_state(ctx.loop.snapshot(), ctx.draining)});
     reply_json(res, info);
   });
-  // The engine keeps no prefix cache yet: a finished request's pages are freed at once.
-  s.post("/flush_cache", [](const httplib::Request&, httplib::Response& res) {
-    reply_json(res, {{"success", true}, {"message", "there is no prefix cache: nothing was cached, nothing to flush"}});
+  // Evicts every cached prefix no request uses; blocks of running requests stay (they are in use).
+  s.post("/flush_cache", [&ctx](const httplib::Request&, httplib::Response& res) {
+    const json freed = ctx.loop.call([](Engine& e) { return json(e.flush_prefix_cache()); });
+    reply_json(res, {{"success", true}, {"message", "the prefix cache was flushed"}, {"pages_freed", freed}});
   }, RouteTable::Body::None);
 }
 

@@ -112,6 +112,42 @@ LayoutSwitchOutcome EngineLoop::switch_layout(std::optional<Layout> to) {
   return outcome.get();
 }
 
+nlohmann::json EngineLoop::call(std::function<nlohmann::json(Engine&)> fn) {
+  std::future<nlohmann::json> result;
+  {
+    std::lock_guard lk(mu_);
+    if (stop_) throw ApiError(503, "the server is shutting down");
+    calls_.push_back({std::move(fn), {}});
+    result = calls_.back().result.get_future();
+  }
+  cv_.notify_all();
+  return result.get();
+}
+
+void EngineLoop::pause(bool abort) {
+  call([this, abort](Engine&) {
+    {
+      std::lock_guard lk(mu_);
+      paused_ = true;
+    }
+    if (abort) apply_cancel({nullptr, -1});
+    return nlohmann::json();
+  });
+}
+
+void EngineLoop::resume() {
+  {
+    std::lock_guard lk(mu_);
+    paused_ = false;
+  }
+  cv_.notify_all();
+}
+
+bool EngineLoop::paused() const {
+  std::lock_guard lk(mu_);
+  return paused_;
+}
+
 bool EngineLoop::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
   return idle_cv_.wait_for(lk, timeout, [&] { return idle_; });
@@ -127,16 +163,18 @@ void EngineLoop::run() {
     std::deque<Submission> subs;
     std::vector<Cancel> cancels;
     std::deque<LayoutCommand> layouts;
-    bool abort_everything = false, stopping = false;
+    std::deque<Call> calls;
+    bool abort_everything = false, stopping = false, paused = false;
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] {
         return stop_ || abort_all_ || !submissions_.empty() || !cancels_.empty() || !layout_commands_.empty() ||
-               engine_.has_work();
+               !calls_.empty() || (!paused_ && (engine_.has_work() || engine_.switch_in_transit()));
       });
       subs.swap(submissions_);
       cancels.swap(cancels_);
       layouts.swap(layout_commands_);
+      calls.swap(calls_);
       abort_everything = std::exchange(abort_all_, false) || stop_;
       stopping = stop_;
     }
@@ -155,8 +193,24 @@ void EngineLoop::run() {
       if (stopping) c.outcome.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down")));
       else apply_layout(c);
     }
+    for (Call& c : calls) {
+      if (stopping) {
+        c.result.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down")));
+        continue;
+      }
+      try {
+        c.result.set_value(c.fn(engine_));
+      } catch (...) {
+        c.result.set_exception(std::current_exception());
+      }
+      publish();
+    }
+    {
+      std::lock_guard lk(mu_);
+      paused = paused_;
+    }
     // A switch in transit rides on the next step; with nothing running that step only transfers.
-    if (!stopping && (engine_.has_work() || engine_.switch_in_transit())) step();
+    if (!stopping && !paused && (engine_.has_work() || engine_.switch_in_transit())) step();
     publish();
     {
       std::lock_guard lk(mu_);
@@ -343,6 +397,7 @@ void EngineLoop::finish(int64_t id, TokenDelta d) {
   d.index = l.index;
   const double end = r.finished_at >= 0 ? r.finished_at : engine_.now();
   d.latency_s = end - r.arrival;
+  d.cached_tokens = r.cached_tokens;
   // A request aborted before its first step waited its whole life.
   const double queue_s = (r.scheduled >= 0 ? r.scheduled : end) - r.arrival;
   metrics_.record_finished(d.finish, queue_s, d.latency_s);
@@ -370,7 +425,14 @@ void EngineLoop::publish() {
   s.layers = kv.layers();
   s.ranks.resize(static_cast<size_t>(kv.ranks()));
   for (int r = 0; r < kv.ranks(); ++r)
-    s.ranks[r] = {kv.pool(r).capacity(), kv.kv_pages_used(r), kv.pool(r).free_count(), {}};
+    s.ranks[r] = {kv.pool(r).capacity(), kv.kv_pages_live(r), kv.pool(r).free_count(), kv.evictable_pages(r), {}};
+  s.prefix_cache = kv.prefix_cache_enabled();
+  {
+    std::lock_guard lk(mu_);
+    s.paused = paused_;
+  }
+  s.prefix_queried_tokens = kv.prefix_cache().queried_tokens();
+  s.prefix_hit_tokens = kv.prefix_cache().hit_tokens();
   for (const Request* q : sched.running_requests()) {
     if (q->owner < 0 || q->owner >= kv.ranks()) continue;
     auto it = live_.find(q->id);

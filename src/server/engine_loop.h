@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "server/engine_snapshot.h"
@@ -65,6 +68,15 @@ class EngineLoop {
   // switch history and metrics show it. ApiError 503 when stopped.
   // `to` nullopt: hands the layout back to the transition-aware scheduler (ApiError 409 without one).
   LayoutSwitchOutcome switch_layout(std::optional<Layout> to);
+  // Runs fn on the engine thread between two steps and returns its result (admin operations that change
+  // the engine). ApiError 503 when stopped; what fn throws reaches the caller.
+  nlohmann::json call(std::function<nlohmann::json(Engine&)> fn);
+  // /pause_generation: once it returns no step runs until resume(). abort: every live request ends now
+  // with its partial output (finish_reason abort); else requests keep their KV and go on after resume.
+  // Requests that arrive meanwhile queue. A switch in transit rides on the first step after resume.
+  void pause(bool abort);
+  void resume();
+  bool paused() const;
   // Waits until nothing is queued or running; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout);
 
@@ -82,6 +94,10 @@ class EngineLoop {
   struct LayoutCommand {
     std::optional<Layout> to;  // nullopt: auto
     std::promise<LayoutSwitchOutcome> outcome;
+  };
+  struct Call {
+    std::function<nlohmann::json(Engine&)> fn;
+    std::promise<nlohmann::json> result;
   };
   struct Live {
     std::shared_ptr<ResultStream> stream;
@@ -115,6 +131,8 @@ class EngineLoop {
   std::deque<Submission> submissions_;
   std::vector<Cancel> cancels_;
   std::deque<LayoutCommand> layout_commands_;
+  std::deque<Call> calls_;
+  bool paused_ = false;
   std::unordered_map<std::string, std::pair<std::weak_ptr<ResultStream>, int>> rids_;
 
   // Engine thread only.

@@ -12,7 +12,8 @@
 namespace splash {
 
 struct RankSnapshot {
-  int64_t pages_capacity = 0, pages_used = 0, pages_free = 0;
+  // used: pages running requests hold; cached: pages only the prefix cache holds (evicted on demand).
+  int64_t pages_capacity = 0, pages_used = 0, pages_free = 0, pages_cached = 0;
   std::vector<std::string> owned;  // request ids (rid) of the running requests this rank owns
 };
 
@@ -23,6 +24,9 @@ struct EngineSnapshot {
   std::optional<LayoutForecast> forecast;  // auto: the scheduler's latest prediction
   int64_t running = 0, waiting = 0;
   int64_t preemptions = 0;
+  bool prefix_cache = false;
+  bool paused = false;  // /pause_generation
+  int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;  // prompt tokens looked up, found
   int page_size = 0, layers = 0;
   std::vector<RankSnapshot> ranks;
   std::vector<SwitchRecord> switches;  // the most recent ones, oldest first

@@ -184,6 +184,7 @@ int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launc
   add_tokenize_routes(routes, ctx);
   add_admin_routes(routes, ctx);
   add_layout_routes(routes, ctx);
+  add_rl_routes(routes, ctx);
   if (!server.bind(opt.host, opt.port))
     fail("cannot listen on {}:{} (is the port in use, or the address not local?)", opt.host, opt.port);
 

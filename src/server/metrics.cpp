@@ -76,6 +76,16 @@ std::string ServerMetrics::render(const EngineSnapshot& s) const {
   p.family("splash_kv_pages_free", "gauge", "Free KV pages per rank.");
   for (size_t r = 0; r < s.ranks.size(); ++r)
     p.sample("splash_kv_pages_free", {{"rank", std::to_string(r)}}, static_cast<double>(s.ranks[r].pages_free));
+  p.family("splash_kv_pages_cached", "gauge", "KV pages per rank only the prefix cache holds (evicted when needed).");
+  for (size_t r = 0; r < s.ranks.size(); ++r)
+    p.sample("splash_kv_pages_cached", {{"rank", std::to_string(r)}}, static_cast<double>(s.ranks[r].pages_cached));
+  p.family("splash_prefix_cache_hit_rate", "gauge", "Prompt tokens found in the prefix cache / prompt tokens looked up.");
+  p.sample("splash_prefix_cache_hit_rate", {},
+           s.prefix_queried_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) / s.prefix_queried_tokens : 0.0);
+  p.family("splash_prefix_cache_queried_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.");
+  p.sample("splash_prefix_cache_queried_tokens_total", {}, static_cast<double>(s.prefix_queried_tokens));
+  p.family("splash_prefix_cache_hit_tokens_total", "counter", "Prompt tokens found in the prefix cache.");
+  p.sample("splash_prefix_cache_hit_tokens_total", {}, static_cast<double>(s.prefix_hit_tokens));
 
   p.family("splash_requests_total", "counter", "Requests admitted to the engine.");
   p.sample("splash_requests_total", {}, static_cast<double>(requests_));

@@ -74,6 +74,7 @@ class OpenAIStreamWriter final : public SseWriter {
   std::string on_delta(const TokenDelta& d) override {
     if (d.finish == FinishReason::Error) return sse_event(error_body(d.error_status, d.error));
     completion_tokens_ += static_cast<int64_t>(d.tokens.size());
+    if (d.index % r_.n == 0) cached_tokens_ += d.cached_tokens;  // each prompt counts once, as in prompt_tokens
     json c = {{"index", d.index},
               {"logprobs", maybe_logprobs(r_, tok_, d.tokens, d.logprobs, d.top, offsets_[d.index])},
               {"finish_reason", d.finish == FinishReason::None ? json(nullptr) : json(openai_finish_reason(d.finish))}};
@@ -94,7 +95,7 @@ class OpenAIStreamWriter final : public SseWriter {
     if (r_.include_usage) {
       json u = base_object(meta_, r_.chat ? "chat.completion.chunk" : "text_completion");
       u["choices"] = json::array();
-      u["usage"] = usage_json(prompt_tokens(r_), completion_tokens_);
+      u["usage"] = usage_json(prompt_tokens(r_), completion_tokens_, cached_tokens_);
       out += sse_event(u);
     }
     return out + kSseDone;
@@ -112,7 +113,7 @@ class OpenAIStreamWriter final : public SseWriter {
   OpenAIRequest r_;
   const Tokenizer* tok_;
   std::vector<int64_t> offsets_;  // per choice: token_chars of its tokens so far (completions' text_offset)
-  int64_t completion_tokens_ = 0;
+  int64_t completion_tokens_ = 0, cached_tokens_ = 0;
 };
 
 }  // namespace
@@ -127,6 +128,7 @@ void ChoiceResult::add(const TokenDelta& d) {
     error = d.error;
     error_status = d.error_status;
     latency_s = d.latency_s;
+    cached_tokens = d.cached_tokens;
   }
 }
 
@@ -144,10 +146,11 @@ int64_t token_chars(const Tokenizer* tok, int32_t id) {
   return n;
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json completion_logprobs(const Tokenizer* tok, std::span<const int32_t> tokens, std::span<const float> logprobs,
@@ -192,10 +195,11 @@ json choices_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer
                   const std::function<void(json&, const ChoiceResult&, size_t)>& content) {
   json body = base_object(m, object);
   json cs = json::array();
-  int64_t completion = 0;
+  int64_t completion = 0, cached = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
     completion += static_cast<int64_t>(c.tokens.size());
+    if (i % static_cast<size_t>(r.n) == 0) cached += c.cached_tokens;  // each prompt once, as prompt_tokens counts
     json choice = {{"index", i}};
     content(choice, c, i);
     choice["logprobs"] = maybe_logprobs(r, tok, c.tokens, c.logprobs, c.top, 0);
@@ -204,7 +208,7 @@ json choices_body(const ResponseMeta& m, const OpenAIRequest& r, const Tokenizer
     cs.push_back(std::move(choice));
   }
   body["choices"] = std::move(cs);
-  body["usage"] = usage_json(prompt_tokens(r), completion);
+  body["usage"] = usage_json(prompt_tokens(r), completion, cached);
   return body;
 }
 

@@ -25,6 +25,7 @@ struct ChoiceResult {
   std::string error;
   int error_status = 500;
   double latency_s = 0;
+  int64_t cached_tokens = 0;
   void add(const TokenDelta& d);
 };
 
@@ -40,7 +41,7 @@ const char* openai_finish_reason(FinishReason r);
 // "token_id:N" when the model has no tokenizer.
 std::string token_string(const Tokenizer* tok, int32_t id);
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 // Characters the token's text starts (UTF-8 lead bytes): a character split across tokens counts
 // once, in the token holding its first byte.
 int64_t token_chars(const Tokenizer* tok, int32_t id);

@@ -25,6 +25,7 @@ struct TokenDelta {
   std::string error;                                // when finish == Error: what the client may read
   int error_status = 500;                           // when finish == Error: 4xx the client's fault, 5xx ours
   double latency_s = 0;                             // arrival to finish, on the last delta
+  int64_t cached_tokens = 0;                        // prompt tokens found in the prefix cache, on the last delta
 };
 
 class ResultStream {

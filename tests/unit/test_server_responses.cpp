@@ -48,7 +48,7 @@ TEST(ServerOpenAIResponse, CompletionBodyUsageAndTokenIds) {
   for (int i = 0; i < 4; ++i) choices[i].add(delta(i, {10, 11}, "", i == 3 ? FinishReason::Stop : FinishReason::Length));
   const json b = completion_body({"cmpl-1", 100, "tiny"}, r, nullptr, choices);
   EXPECT_EQ(b["object"], "text_completion");
-  EXPECT_EQ(b["usage"], usage_json(3, 8));
+  EXPECT_EQ(b["usage"], usage_json(3, 8, 0));
   EXPECT_EQ(b["choices"][3]["finish_reason"], "stop");
   EXPECT_EQ(b["choices"][2]["prompt_token_ids"], json::array({7}));
   EXPECT_EQ(b["choices"][0]["token_ids"], json::array({10, 11}));
@@ -92,7 +92,7 @@ TEST(ServerOpenAIResponse, ChatStreamOpensWithRoleAndEndsWithUsageAndDone) {
   EXPECT_TRUE(events[1]["usage"].is_null());
   EXPECT_EQ(events[2]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(events[3]["choices"], json::array());
-  EXPECT_EQ(events[3]["usage"], usage_json(3, 2));
+  EXPECT_EQ(events[3]["usage"], usage_json(3, 2, 0));
 }
 
 TEST(ServerOpenAIResponse, NonStreamingBodyIsWrittenAtTheEnd) {
