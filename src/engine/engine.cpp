@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <limits>
 #include <random>
 
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "engine/context_limit.h"
 #include "layout/memory_plan.h"
+#include "kv/prefix_cache.h"
 #include "plan/complete_plan.h"
 
 namespace splash {
@@ -210,8 +212,84 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
     r.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, r.params.skip_special_tokens);
     r.stops = std::make_unique<StopChecker>(r.params.stop);
   }
+  if (Request* leader = prefilling_leader(r.prompt)) {
+    followers_[leader->id].push_back(&r);
+    return r.id;
+  }
   scheduler_.add(&r);
+  if (group_->kv().prefix_cache_enabled()) leaders_[block_key(0, r.prompt)] = r.id;
   return r.id;
+}
+
+size_t Engine::waiting() const {
+  size_t n = scheduler_.waiting();
+  for (const auto& [leader, fs] : followers_) n += fs.size();
+  return n;
+}
+
+Request* Engine::prefilling_leader(const std::vector<int32_t>& prompt) {
+  if (!group_->kv().prefix_cache_enabled()) return nullptr;
+  auto it = leaders_.find(block_key(0, prompt));
+  if (it == leaders_.end()) return nullptr;
+  auto r = requests_.find(it->second);
+  if (r == requests_.end() || r->second->finished() || !r->second->output.empty() || r->second->prompt != prompt)
+    return nullptr;
+  return r->second.get();
+}
+
+void Engine::release_followers(int64_t leader) {
+  auto it = followers_.find(leader);
+  if (it != followers_.end()) {
+    for (Request* f : it->second)
+      if (!f->finished()) scheduler_.add(f);
+    followers_.erase(it);
+  }
+  if (auto l = requests_.find(leader); l != requests_.end()) {
+    auto entry = leaders_.find(block_key(0, l->second->prompt));
+    if (entry != leaders_.end() && entry->second == leader) leaders_.erase(entry);
+  }
+}
+
+void Engine::fork_followers(Request& leader, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+  auto it = followers_.find(leader.id);
+  std::vector<Request*> fs = it == followers_.end() ? std::vector<Request*>{} : std::move(it->second);
+  if (it != followers_.end()) followers_.erase(it);
+  release_followers(leader.id);  // no followers left: only the leader's entry goes
+  StepPlan copies;
+  copies.layout = scheduler_.layout();
+  copies.ranks = group_->ranks();
+  copies.page_copies.resize(static_cast<size_t>(group_->ranks()));
+  const int64_t ctx = static_cast<int64_t>(leader.prompt.size());
+  for (Request* f : fs) {
+    if (f->finished()) continue;
+    auto c = group_->kv().fork(leader.id, f->id, leader.owner, ctx, scheduler_.layout());
+    if (!c) {
+      scheduler_.add(f);
+      continue;
+    }
+    for (size_t r = 0; r < c->size(); ++r)
+      copies.page_copies[r].insert(copies.page_copies[r].end(), (*c)[r].begin(), (*c)[r].end());
+    f->owner = leader.owner;
+    f->computed = f->cached_tokens = ctx;
+    f->scheduled = now();
+    scheduler_.adopt(f);
+    RequestOutput out;
+    out.id = f->id;
+    SampleResult s;
+    try {
+      s = sample(*f, logits);
+    } catch (const std::exception& e) {
+      spdlog::error("request {}: sampling failed: {}", f->id, e.what());
+      fail_request(*f, out);
+      outputs.push_back(std::move(out));
+      continue;
+    }
+    append_token(*f, s, out);
+    outputs.push_back(std::move(out));
+  }
+  // Before anything else runs: the next step may write into the leader's partial pages.
+  if (std::any_of(copies.page_copies.begin(), copies.page_copies.end(), [](const auto& v) { return !v.empty(); }))
+    group_->run(copies);
 }
 
 void Engine::abort(int64_t id) {
@@ -219,6 +297,7 @@ void Engine::abort(int64_t id) {
   if (it == requests_.end() || it->second->finished()) return;
   scheduler_.abort(it->second.get());
   it->second->finished_at = now();
+  release_followers(id);
 }
 
 void Engine::fail_request(Request& r, RequestOutput& out) {
@@ -237,6 +316,7 @@ void Engine::finish(Request& r, FinishReason why, RequestOutput& out) {
   r.finished_at = now();
   out.finished = true;
   scheduler_.finish(&r);
+  release_followers(r.id);
 }
 
 // Appends a sampled token; returns true when the request is done.
@@ -282,10 +362,12 @@ std::vector<RequestOutput> Engine::step() {
     if (r->scheduled < 0) r->scheduled = now();
   plan.form = opt_.form;
   plan.all_logits = opt_.all_logits;
-  // Greedy requests that want no logprobs take their token on the device: only ids come back.
+  // Greedy requests that want no logprobs take their token on the device: only ids come back. A leader's
+  // followers sample from its logits.
   for (size_t i = 0; i < batch.size(); ++i)
     plan.seqs[i].greedy = !plan.all_logits && batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0 &&
-                          !batch[i]->stops_suppressed();  // suppressing stop tokens needs the logits
+                          !batch[i]->stops_suppressed() &&  // suppressing stop tokens needs the logits
+                          !followers_.count(batch[i]->id);
   complete_plan(plan, group_->kv());
   stats_.preemptions = scheduler_.preemptions();
   int64_t prefill_tokens = 0;  // rows that are not one request's next decode row
@@ -365,6 +447,12 @@ void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
   else kv.cache_prefix(r.id, r.tokens(), r.computed, r.owner, layout);
 }
 
+SampleResult Engine::sample(const Request& r, std::span<const float> logits) const {
+  std::vector<float> suppressed;
+  if (r.stops_suppressed()) logits = suppressed = suppress_stop_tokens(logits, r.params, eos_);
+  return sample_token(logits, r.params, r.seed, r.output.size());
+}
+
 std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
                                                const StepOutput& step) {
   if (observer_) observer_->on_step(plan, step);
@@ -390,10 +478,9 @@ std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::
         s.logprob = std::numeric_limits<float>::quiet_NaN();
         if (s.token < 0) fail_internal("the greedy row holds a NaN or no finite maximum");
       } else {
-        std::span<const float> logits(step.logits.ptr<float>() + logit_row * V, V);
-        std::vector<float> suppressed;
-        if (r.stops_suppressed()) logits = suppressed = suppress_stop_tokens(logits, r.params, eos_);
-        s = sample_token(logits, r.params, r.seed, r.output.size());
+        const std::span<const float> logits(step.logits.ptr<float>() + logit_row * V, V);
+        s = sample(r, logits);
+        if (r.output.empty()) fork_followers(r, logits, outputs);
       }
     } catch (const std::exception& e) {  // this request's logits are broken (a NaN): it alone fails
       spdlog::error("request {}: sampling failed: {}", r.id, e.what());

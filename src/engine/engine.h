@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,6 +119,8 @@ class Engine {
   // Evicts every cached prefix no request uses (/flush_cache); returns the pages freed per rank, summed.
   int64_t flush_prefix_cache() { return group_->kv().flush_prefix_cache(); }
   bool has_work() const { return scheduler_.has_work(); }
+  // Requests not yet running: the scheduler's queue and samples waiting for their group's prompt.
+  size_t waiting() const;
 
   const Request& request(int64_t id) const;
   void release(int64_t id);  // forgets a finished request
@@ -137,6 +141,16 @@ class Engine {
   void fail_request(Request& r, RequestOutput& out);  // an internal fault confined to this request
   // Asks the policy at a step boundary and starts what it decides.
   void consult_layout_policy();
+  // Samples of one prompt (n > 1, or the same prompt sent while it is still being prefilled) share its
+  // prefill: the first request (the leader) computes it, the others follow it and fork when its first
+  // token is sampled (prefix cache on).
+  Request* prefilling_leader(const std::vector<int32_t>& prompt);
+  // The leader's prompt is done: each follower gets its pages (KvCacheManager::fork) and its first token
+  // from the leader's logits; a follower without pages queues as a request of its own.
+  void fork_followers(Request& leader, std::span<const float> logits, std::vector<RequestOutput>& outputs);
+  // The leader ended before its prompt was done: its followers queue as requests of their own.
+  void release_followers(int64_t leader);
+  SampleResult sample(const Request& r, std::span<const float> logits) const;
   // Caches the blocks the request completed in a step of `n_new` rows (prefix cache on).
   void cache_blocks(const Request& r, int64_t n_new, Layout layout);
   // Samples (or takes the device's greedy choice for) each request's next token from a step's output.
@@ -156,6 +170,8 @@ class Engine {
   StepObserver* observer_ = nullptr;
   std::string broken_;  // why the engine stopped (a fault in a step that carried a switch)
   std::map<int64_t, std::unique_ptr<Request>> requests_;
+  std::map<int64_t, std::vector<Request*>> followers_;  // by leader id
+  std::unordered_map<uint64_t, int64_t> leaders_;       // prefilling leaders by prompt hash
   int64_t next_id_ = 0;
   uint64_t seed_state_;
   std::optional<int32_t> eos_;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "engine/group_command.h"
 #include "engine/rank_placement.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
@@ -25,7 +26,8 @@
 namespace splash {
 
 struct RankGroup::Worker {
-  int rank = 0;
+  int rank = 0;   // in the group
+  int index = 0;  // among this process's ranks
   std::unique_ptr<Backend> backend;
   std::unique_ptr<DeepseekModel> model;
   std::thread thread;
@@ -53,12 +55,37 @@ KvSizing backend_dtypes(const std::string& name) {
   fail("unknown backend '{}'", name);
 }
 
+namespace {
+
+// This process's ranks: all of them, or its share of a group that spans processes.
+int local_ranks(const GroupOptions& opt) {
+  if (!opt.link) return opt.ranks;
+  const int p = opt.link->processes();
+  if (opt.ranks % p != 0) fail("--ranks {} does not split evenly over {} processes", opt.ranks, p);
+  if (!opt.devices.empty())
+    fail("placing ranks on devices (--devices, --ranks-per-gpu) is for one process; across processes, a process's "
+         "local rank i runs on GPU i");
+  return opt.ranks / p;
+}
+
+// How long process 0 still waits for the others' answers after its own ranks timed out waiting for theirs:
+// a live process whose ranks were released by the abort answers at once.
+constexpr std::chrono::milliseconds kGrace(2000);
+
+}  // namespace
+
 RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const GroupOptions& opt)
-    : cfg_(cfg), opt_(opt), devices_(rank_devices(opt.ranks, opt.devices)), loaded_layout_(opt.layout) {
+    : cfg_(cfg),
+      opt_(opt),
+      first_(opt.link ? opt.link->process() * local_ranks(opt) : 0),
+      devices_(rank_devices(local_ranks(opt), opt.devices)),
+      loaded_layout_(opt.layout) {
   if (!opt.devices.empty() && opt.backend == "cpu") fail("placing ranks on devices needs a GPU backend, not cpu");
-  for (int r = 0; r < opt.ranks; ++r) {
+  announce([&] { return start_command(opt); });
+  for (int i = 0; i < local_ranks(opt); ++i) {
     workers_.push_back(std::make_unique<Worker>());
-    workers_.back()->rank = r;
+    workers_.back()->rank = first_ + i;
+    workers_.back()->index = i;
     Worker* w = workers_.back().get();
     w->thread = std::thread([this, w] { loop(*w); });
   }
@@ -72,12 +99,20 @@ RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const 
   }
 }
 
-// CPU ranks talk through the in-process communicator; GPU ranks through NCCL on their compute streams,
-// or through the device-local communicator where a GPU hosts several ranks (NCCL refuses that).
+// CPU ranks talk through the in-process communicator, or the link's (MPI) across processes; GPU ranks
+// through NCCL on their compute streams, or through the device-local communicator where a GPU hosts
+// several ranks (NCCL refuses that). Across processes, NCCL's group id is process 0's, sent over the link.
 std::vector<std::unique_ptr<Communicator>> RankGroup::make_communicators() {
-  if (opt_.backend == "cpu") return make_inproc_group(opt_.ranks);
+  if (opt_.backend == "cpu")
+    return opt_.link ? opt_.link->make_cpu_group(static_cast<int>(workers_.size())) : make_inproc_group(opt_.ranks);
   std::vector<Stream> streams;
   for (auto& w : workers_) streams.push_back(w->backend->compute_stream());
+#ifdef SPLASH_HAVE_NCCL
+  if (opt_.link) {
+    const std::string id = opt_.link->broadcast(leads() ? new_nccl_group_id() : std::string());
+    return make_nccl_group(id, opt_.link->processes(), opt_.link->process(), streams);
+  }
+#endif
 #ifdef SPLASH_HAVE_CUDA
   if (shares_a_device(devices_)) return make_device_local_group(streams, devices_);
 #endif
@@ -115,7 +150,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   // Ranks that share a GPU exchange buffers directly, also with the ranks on other GPUs: every backend's
   // pool is made accessible from every device of the group.
   const std::vector<int> peers = shares_a_device(devices_) ? devices_ : std::vector<int>();
-  dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, devices_[w.rank], peers); });
+  dispatch([&](Worker& w) { w.backend = make_backend(opt.backend, devices_[w.index], peers); });
   const std::string unsupported = workers_.front()->backend->attention_width_error(
       cfg_.kv_lora_rank, cfg_.qk_nope_head_dim, cfg_.qk_rope_head_dim, cfg_.v_head_dim);
   if (!unsupported.empty()) fail("this model's attention cannot run on the {} backend: {}", opt.backend, unsupported);
@@ -123,7 +158,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   dispatch([&](Worker& w) {
     Backend& be = *w.backend;
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
-    RankEnv env{be, *comm_refs_[w.rank], *transfer_comm_refs_[w.rank], cfg_,
+    RankEnv env{be, *comm_refs_[w.index], *transfer_comm_refs_[w.index], cfg_,
                 make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
     w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_));
   });
@@ -174,12 +209,72 @@ void RankGroup::task_failed(Worker& w, std::exception_ptr error) {
   }
   // The leader changes these sets only between tasks; none exist yet while the backends are made.
   if (comms_.empty()) return;
-  comms_[w.rank]->abort();
-  transfer_comms_[w.rank]->abort();
+  comms_[w.index]->abort();
+  transfer_comms_[w.index]->abort();
+}
+
+void RankGroup::announce(const std::function<std::string()>& make) {
+  if (!opt_.link || !leads()) return;
+  if (!shut_down_.empty()) fail_internal("the rank group is shut down: {}", shut_down_);
+  try {
+    opt_.link->broadcast(make());
+  } catch (const CommTimeout& e) {
+    std::rethrow_exception(lose(e.what()));
+  }
+}
+
+std::exception_ptr RankGroup::lose(const std::string& why) {
+  shut_down_ = fmt::format("a process of the group stopped answering: {}", why);
+  spdlog::error("rank group: {}", shut_down_);
+  return std::make_exception_ptr(InternalError(shut_down_));
+}
+
+std::exception_ptr RankGroup::agree(std::exception_ptr local) {
+  if (!opt_.link) return local;
+  ProcessLink& link = *opt_.link;
+  const std::string mine = encode_outcome(local);
+  if (!leads()) {
+    link.gather(mine);
+    const std::string all = link.broadcast(std::string());
+    return local ? local : decode_outcome(all);
+  }
+  std::vector<std::string> all;
+  try {
+    all = link.gather(mine, is_timeout(mine) ? std::min(kGrace, link.timeout()) : std::chrono::milliseconds(0));
+  } catch (const CommTimeout& e) {
+    return lose(is_timeout(mine) ? fmt::format("{}; then {}", mine.substr(1), e.what()) : std::string(e.what()));
+  }
+  // The first failure that is not an echo of another's, else the first echo.
+  int pick = -1;
+  for (int p = 0; p < static_cast<int>(all.size()) && pick < 0; ++p)
+    if (!all[p].empty() && !is_echo(all[p])) pick = p;
+  for (int p = 0; p < static_cast<int>(all.size()) && pick < 0; ++p)
+    if (!all[p].empty()) pick = p;
+  const std::string chosen = pick <= 0 ? mine : from_process(all[pick], pick);
+  try {
+    link.broadcast(chosen);
+  } catch (const CommTimeout& e) {
+    return lose(e.what());
+  }
+  return pick <= 0 ? local : decode_outcome(chosen);
 }
 
 void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
   if (!shut_down_.empty()) fail_internal("the rank group is shut down: {}", shut_down_);
+  std::exception_ptr first = agree(run_local(fn));
+  if (!first) return;
+  if (!comms_.empty() && shut_down_.empty()) {
+    try {
+      renew_communicators();
+    } catch (const std::exception& e) {
+      shut_down_ = fmt::format("new communicators after a failed task could not be made: {}", e.what());
+      spdlog::error("rank group: {}", shut_down_);
+    }
+  }
+  std::rethrow_exception(first);
+}
+
+std::exception_ptr RankGroup::run_local(const std::function<void(Worker&)>& fn) {
   for (auto& w : workers_) {
     {
       std::lock_guard<std::mutex> lk(w->mu);
@@ -193,24 +288,12 @@ void RankGroup::dispatch(const std::function<void(Worker&)>& fn) {
     std::unique_lock<std::mutex> lk(w->mu);
     w->cv.wait(lk, [&] { return w->done; });
   }
-  std::exception_ptr first;
-  {
-    std::lock_guard<std::mutex> lk(error_mu_);
-    first = std::exchange(first_error_, nullptr);
-  }
-  if (!first) return;
-  if (!comms_.empty()) {
-    try {
-      renew_communicators();
-    } catch (const std::exception& e) {
-      shut_down_ = fmt::format("new communicators after a failed task could not be made: {}", e.what());
-      spdlog::error("rank group: {}", shut_down_);
-    }
-  }
-  std::rethrow_exception(first);
+  std::lock_guard<std::mutex> lk(error_mu_);
+  return std::exchange(first_error_, nullptr);
 }
 
 void RankGroup::allocate_kv(int64_t pages) {
+  announce([&] { return allocate_command(pages); });
   dispatch([&](Worker& w) {
     RankEnv& env = w.model->env();
     env.kv_pool = Tensor();  // free the old storage first
@@ -235,6 +318,7 @@ int64_t RankGroup::replica_pages_per_layer() const {
 }
 
 void RankGroup::transfer(const SwitchSchedule& sched) {
+  announce([&] { return transfer_command(sched); });
   dispatch([&](Worker& w) {
     RankSwitch sw(w.model->env(), w.model->weights(), sched, opt_.page_size);
     for (int l = 0; l < sw.layers(); ++l) sw.start_layer(l);
@@ -243,13 +327,17 @@ void RankGroup::transfer(const SwitchSchedule& sched) {
 }
 
 void RankGroup::set_routing_hook(RoutingHook* hook) {
+  if (opt_.link) {
+    if (hook) fail("routing hooks (--replay-routing, the routing margins) need the ranks in one process: launch without mpirun or --nnodes");
+    return;  // the ranks of a group across processes never have one
+  }
   dispatch([&](Worker& w) { w.model->set_routing_hook(hook); });
 }
 
 int64_t RankGroup::device_memory_bytes() const {
   int64_t least = INT64_MAX;
   for (const auto& w : workers_) {
-    const int device = devices_[w->rank];
+    const int device = devices_[w->index];
     least = std::min(least, w->backend->total_memory_bytes() / ranks_on(devices_, device));
   }
   return least;
@@ -269,15 +357,20 @@ void RankGroup::reset_traffic() {
 }
 
 void RankGroup::on_each_rank(const std::function<void(RankEnv&)>& fn) {
+  if (opt_.link)
+    fail("benchmarks and calibration run a function on every rank, which needs the ranks in one process: launch "
+         "without mpirun or --nnodes (for --attn-layout auto across processes, give --cost-profile)");
   dispatch([&](Worker& w) { fn(w.model->env()); });
 }
 
 void RankGroup::synchronize() {
+  announce([] { return simple_command(CommandKind::Synchronize); });
   dispatch([](Worker& w) { w.backend->synchronize(); });
 }
 
 StepOutput RankGroup::run(const StepPlan& plan, const SwitchSchedule* carried) {
   SPLASH_CHECK(plan.ranks == ranks(), "step planned for {} ranks on {}", plan.ranks, ranks());
+  announce([&] { return run_command(plan, carried); });
   StepOutput out;
   dispatch([&](Worker& w) {
     std::unique_ptr<RankSwitch> sw;

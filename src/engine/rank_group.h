@@ -11,6 +11,15 @@
 // communicators: what the failed task left half done (KV it wrote, a switch in transit) is the caller's to
 // discard. If recovery fails (NCCL cannot re-initialise), the group shuts down: every later call that
 // needs the ranks throws InternalError saying why, and nothing hangs.
+//
+// A group may span processes (GroupOptions::link: mpirun, or nodes joined by the TCP rendezvous): each
+// process runs T / P consecutive ranks, process p ranks p * T / P and on, as threads, and the ranks'
+// collectives span the processes (MPI for CPU ranks, NCCL for GPU ranks). Process 0, the leader, holds
+// the page accounting and sends each call that runs ranks to the others as a command
+// (engine/group_command.h); they run it on their ranks through the same calls (engine/follower_loop.h).
+// Every process answers every command with its ranks' outcome and process 0 tells all the combined one,
+// so they fail, recover and go on together. A process that does not answer within the link's timeout
+// shuts the group down on process 0 (the link says why: ProcessLink::lost).
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -20,6 +29,7 @@
 #include <vector>
 
 #include "comm/counting_communicator.h"
+#include "comm/process_link.h"
 #include "comm/rebindable_communicator.h"
 #include "kv/kv_cache_manager.h"
 #include "model/deepseek_model.h"
@@ -38,6 +48,9 @@ struct GroupOptions {
   // that share a device talk through the device-local communicator (engine/rank_placement.h).
   std::vector<int> devices;
   bool count_traffic = false;  // wrap communicators to count bytes received per collective kind
+  // The processes the group spans (null: this one alone); their ranks use no `devices` (local rank i
+  // runs on GPU i).
+  std::shared_ptr<ProcessLink> link;
 };
 
 // Makes a backend by name ("cpu"; "cuda" where built) on GPU `device`, whose memory kernels and copies on
@@ -61,7 +74,7 @@ class RankGroup {
   RankGroup(const RankGroup&) = delete;
   RankGroup& operator=(const RankGroup&) = delete;
 
-  int ranks() const { return static_cast<int>(workers_.size()); }
+  int ranks() const { return opt_.ranks; }
   const ModelConfig& config() const { return cfg_; }
   const GroupOptions& options() const { return opt_; }
 
@@ -80,12 +93,12 @@ class RankGroup {
   // Device memory each rank may plan with: its device's memory split evenly among the ranks placed
   // there, the smallest such share over the ranks (0 on the CPU backend, whose budget the user gives).
   int64_t device_memory_bytes() const;
-  // The device of each rank (engine/rank_placement.h).
+  // The device of each of this process's ranks (engine/rank_placement.h).
   const std::vector<int>& devices() const { return devices_; }
   DType kv_dtype() const;      // the latent cache's element type
   DType weight_dtype() const;
 
-  // Bytes rank `r` received per collective kind since the last reset (count_traffic only).
+  // Bytes rank `r` (of this process) received per collective kind since the last reset (count_traffic only).
   const TrafficCounters& traffic(int r) const;
   void reset_traffic();
 
@@ -94,10 +107,11 @@ class RankGroup {
   StepOutput run(const StepPlan& plan, const SwitchSchedule* carried = nullptr);
   // Runs every layer's transfers of a switch now, before anything computes (a blocking switch).
   void transfer(const SwitchSchedule& s);
-  // Check-only: every rank's MoE layers use this hook (null: none); see model/routing_hook.h.
+  // Check-only: every rank's MoE layers use this hook (null: none); see model/routing_hook.h. One process only.
   void set_routing_hook(RoutingHook* hook);
   // Runs fn on every rank's thread with that rank's environment and waits for all (benchmarks time
   // collectives and kernels this way). Collectives inside must be issued in the same order on every rank.
+  // One process only.
   void on_each_rank(const std::function<void(RankEnv&)>& fn);
   // Waits until every rank's device work has finished.
   void synchronize();
@@ -105,7 +119,18 @@ class RankGroup {
  private:
   struct Worker;
   void loop(Worker& w);
+  // Runs fn on every rank of every process, then rethrows the first failure (after recovery).
   void dispatch(const std::function<void(Worker&)>& fn);
+  // Runs fn on this process's ranks; returns the first rank's error (null: none).
+  std::exception_ptr run_local(const std::function<void(Worker&)>& fn);
+  // The failure of the task over every process (null: none): with one process, `local`. Across processes,
+  // every process sends its outcome to process 0, which picks the first that is not an echo and tells all.
+  std::exception_ptr agree(std::exception_ptr local);
+  // Process 0: sends the command `make()` builds to the other processes (nothing on the others or alone).
+  void announce(const std::function<std::string()>& make);
+  bool leads() const { return !opt_.link || opt_.link->process() == 0; }
+  // Shuts the group down because a process stopped answering; returns the error to throw.
+  std::exception_ptr lose(const std::string& why);
   void load_ranks(const WeightSource& weights);
   std::vector<std::unique_ptr<Communicator>> make_communicators();
   void renew_communicators();
@@ -114,6 +139,7 @@ class RankGroup {
 
   ModelConfig cfg_;
   GroupOptions opt_;
+  int first_ = 0;  // the global rank of this process's first rank
   std::vector<int> devices_;
   Layout loaded_layout_;
   std::unique_ptr<KvCacheManager> kv_;

@@ -27,6 +27,11 @@ void Scheduler::finish(Request* r) {
   r->state = RequestState::Finished;
 }
 
+void Scheduler::adopt(Request* r) {
+  r->state = RequestState::Running;
+  running_.push_back(r);
+}
+
 void Scheduler::abort(Request* r) {
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r), waiting_.end());
   finish(r);

@@ -110,7 +110,13 @@ int64_t KvCacheManager::flush_prefix_cache() {
 std::optional<std::vector<std::vector<std::pair<int32_t, int32_t>>>> KvCacheManager::fork(int64_t src, int64_t dst,
                                                                                          int owner, int64_t ctx,
                                                                                          Layout layout) {
-  auto partial = [&](int r) { return held_tokens(layout, r, ranks(), owner, ctx) % page_size_ != 0; };
+  // A rank's last page is copied when its block is incomplete: dst writes into it (or, in CP, into the
+  // block's page on another rank), and a cached block must never share a page with another block.
+  const int64_t B = cache_block_tokens(layout, page_size_, ranks());
+  auto partial = [&](int r) {
+    const int64_t held = held_tokens(layout, r, ranks(), owner, ctx);
+    return held > 0 && pages_for_tokens(held) * B > ctx;
+  };
   for (int r = 0; r < ranks(); ++r)
     if (partial(r) && layers_ > pools_[r].free_count() + evictable_pages(r)) return std::nullopt;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> copies(static_cast<size_t>(ranks()));

@@ -60,7 +60,7 @@ class KvCacheManager {
   int64_t evictable_pages(int r) const { return cache_.evictable(r); }
 
   // A sample of a group: request `dst` (holding nothing) gets `src`'s first `ctx` positions by sharing
-  // its pages; a rank's last page, when partial, is copied instead (dst keeps writing into it). Returns
+  // its pages; a rank's last page, when its cache block is incomplete, is copied instead. Returns
   // the page copies [rank] (source, destination), or nullopt with nothing changed when pages are short.
   std::optional<std::vector<std::vector<std::pair<int32_t, int32_t>>>> fork(int64_t src, int64_t dst, int owner,
                                                                            int64_t ctx, Layout layout);

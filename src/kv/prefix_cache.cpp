@@ -34,9 +34,7 @@ PrefixCache::PrefixCache(int ranks, int layers, int page_size)
     : ranks_(ranks), layers_(layers), page_size_(page_size), idle_pages_(static_cast<size_t>(ranks), 0),
       idle_leaves_(static_cast<size_t>(ranks)) {}
 
-int64_t PrefixCache::block_tokens() const {
-  return layout_ == Layout::CP ? static_cast<int64_t>(page_size_) * ranks_ : page_size_;
-}
+int64_t PrefixCache::block_tokens() const { return cache_block_tokens(layout_, page_size_, ranks_); }
 
 uint64_t PrefixCache::root(int owner) const { return mix(0x5157a5, per_owner(layout_) ? owner + 1 : 0); }
 

@@ -93,6 +93,11 @@ class PrefixCache {
   int64_t queried_ = 0, hit_ = 0;
 };
 
+// Positions per block in a layout: page k of a request on each rank that holds any is its block k.
+inline int64_t cache_block_tokens(Layout l, int page_size, int ranks) {
+  return l == Layout::CP ? static_cast<int64_t>(page_size) * ranks : page_size;
+}
+
 // The key of the block after `parent` holding `tokens`.
 uint64_t block_key(uint64_t parent, std::span<const int32_t> tokens);
 

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/upload.h"
 #include "model/attention/mla_attention.h"
+#include "model/page_copies.h"
 
 namespace splash {
 namespace {
@@ -118,6 +119,8 @@ StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan) {
 
 StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfers) {
   Backend& be = env_.be;
+  if (!plan.page_copies.empty()) copy_pages(env_, plan.page_copies[env_.rank()]);
+  if (plan.rows() == 0 && !transfers) return {};  // only the copies
   const int L = env_.cfg.num_hidden_layers;
   const StepAttention sa(be, plan, env_.rank(), L);  // every layer's attention metadata, uploaded once
   const int64_t N = plan.rows(), d = env_.cfg.hidden_size;

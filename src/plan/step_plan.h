@@ -5,6 +5,7 @@
 // tables, so a plan neither copies them nor sees later changes).
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -40,6 +41,9 @@ struct StepPlan {
   std::vector<StepSeq> seqs;    // rows are packed in this order
   std::vector<int32_t> tokens;  // one per row
   bool all_logits = false;      // logits of every row (checks), else of flagged sequences' last rows
+  // Per rank, whole pages (source, destination) copied before anything computes: samples forked from a
+  // group's prompt get their own copy of its last, partial page (KvCacheManager::fork).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> page_copies;
 
   // Derived from seqs (make_step_plan): per row its position and sequence index, per rank the rows
   // of the requests it owns (row order), and per rank and sequence its page tables (null: none held).

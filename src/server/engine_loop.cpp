@@ -419,7 +419,7 @@ void EngineLoop::publish() {
   s.pinned = engine_.layout_pinned();
   if (const AutoLayoutPolicy* a = engine_.auto_policy(); a && a->forecast().step >= 0) s.forecast = a->forecast();
   s.running = static_cast<int64_t>(sched.running());
-  s.waiting = static_cast<int64_t>(sched.waiting());
+  s.waiting = static_cast<int64_t>(engine_.waiting());
   s.preemptions = sched.preemptions();
   s.page_size = kv.page_size();
   s.layers = kv.layers();

@@ -207,3 +207,65 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CacheOnOff, ::testing::ValuesIn(setups()));
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+// Samples of one prompt: the first prefills it, the others fork from it when its first token is
+// sampled. Each sample's seeded tokens are the same as when every sample prefills alone, the group
+// computes the prompt once, and pages come back.
+struct GroupRun {
+  std::vector<std::vector<int32_t>> tokens;
+  int64_t prompt_tokens = 0;
+};
+
+GroupRun run_group(Engine& e, const std::vector<int32_t>& prompt, int n, int max_tokens) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < n; ++i) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.seed = 1000 + i;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    ids.push_back(e.add(prompt, p));
+  }
+  while (e.has_work()) e.step();
+  GroupRun g;
+  for (int64_t id : ids) {
+    EXPECT_EQ(e.request(id).finish, FinishReason::Length) << e.request(id).error;
+    g.tokens.push_back(e.request(id).output);
+  }
+  g.prompt_tokens = e.stats().prompt_tokens;
+  return g;
+}
+
+class Groups : public ::testing::TestWithParam<Setup> {};
+
+TEST_P(Groups, SamplesShareOnePrefill) {
+  const std::vector<int32_t> prompt = iota_tokens(203, 3);  // not a whole number of pages
+  Engine off = make_engine(GetParam(), false);
+  const GroupRun base = run_group(off, prompt, 8, 12);
+  Engine on = make_engine(GetParam(), true);
+  const GroupRun shared = run_group(on, prompt, 8, 12);
+  EXPECT_EQ(shared.tokens, base.tokens);
+  EXPECT_NE(shared.tokens[0], shared.tokens[1]);  // the samples differ: they are not copies of one
+  EXPECT_EQ(base.prompt_tokens, 8 * 203);
+  EXPECT_LE(shared.prompt_tokens * 8, base.prompt_tokens);
+  expect_pages_back(on);
+}
+
+std::vector<Setup> group_setups() {
+  std::vector<Setup> s = {{1, Layout::TP, 16}, {2, Layout::TP, 5}, {4, Layout::DP, 16}, {4, Layout::DOP, 7},
+                          {4, Layout::CP, 16}, {2, Layout::CP, 3}};
+  // A switch while the samples decode on shared pages, in every direction.
+  const Layout all[] = {Layout::TP, Layout::DP, Layout::CP, Layout::DOP};
+  for (Layout a : all)
+    for (Layout b : all)
+      if (a != b) s.push_back({4, a, 8, 4096, {{16, b}}});
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Groups, ::testing::ValuesIn(group_setups()));
+
+}  // namespace
+}  // namespace splash

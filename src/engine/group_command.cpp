@@ -1,0 +1,115 @@
+#include "engine/group_command.h"
+
+#include <fmt/format.h>
+
+#include "comm/process_link.h"
+#include "plan/plan_codec.h"
+#include "switch/schedule_codec.h"
+
+namespace splash {
+
+std::string start_command(const GroupOptions& opt) {
+  ByteWriter w;
+  w.put(CommandKind::Start);
+  w.put<int32_t>(opt.ranks);
+  w.put<int32_t>(opt.page_size);
+  w.put(opt.layout);
+  w.put_string(opt.backend);
+  w.put<uint8_t>(opt.count_traffic);
+  return w.take();
+}
+
+std::string allocate_command(int64_t pages) {
+  ByteWriter w;
+  w.put(CommandKind::AllocateKv);
+  w.put<int64_t>(pages);
+  return w.take();
+}
+
+std::string run_command(const StepPlan& plan, const SwitchSchedule* carried) {
+  ByteWriter w;
+  w.put(CommandKind::Run);
+  encode_plan(w, plan);
+  w.put<uint8_t>(carried != nullptr);
+  if (carried) encode_schedule(w, *carried);
+  return w.take();
+}
+
+std::string transfer_command(const SwitchSchedule& s) {
+  ByteWriter w;
+  w.put(CommandKind::Transfer);
+  encode_schedule(w, s);
+  return w.take();
+}
+
+std::string simple_command(CommandKind kind) {
+  ByteWriter w;
+  w.put(kind);
+  return w.take();
+}
+
+GroupCommand decode_command(const std::string& bytes) {
+  ByteReader r(bytes);
+  GroupCommand c;
+  c.kind = r.get<CommandKind>();
+  switch (c.kind) {
+    case CommandKind::Start:
+      c.options.ranks = r.get<int32_t>();
+      c.options.page_size = r.get<int32_t>();
+      c.options.layout = r.get<Layout>();
+      c.options.backend = r.get_string();
+      c.options.count_traffic = r.get<uint8_t>() != 0;
+      break;
+    case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
+    case CommandKind::Run:
+      c.plan = decode_plan(r);
+      if (r.get<uint8_t>()) c.schedule = decode_schedule(r);
+      break;
+    case CommandKind::Transfer: c.schedule = decode_schedule(r); break;
+    case CommandKind::Synchronize:
+    case CommandKind::Stop: break;
+    default: fail_internal("unknown group command {}", static_cast<int>(c.kind));
+  }
+  r.expect_end();
+  return c;
+}
+
+// The first byte of an outcome: the error's kind, so the leader rethrows the same kind.
+namespace {
+constexpr char kUser = 'U', kInternal = 'I', kEcho = 'A', kTimeout = 'T';
+}
+
+std::string encode_outcome(std::exception_ptr error) {
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const CommTimeout& e) {
+    return kTimeout + std::string(e.what());
+  } catch (const CommAborted& e) {
+    return kEcho + std::string(e.what());
+  } catch (const UserError& e) {
+    return kUser + std::string(e.what());
+  } catch (const std::exception& e) {
+    return kInternal + std::string(e.what());
+  }
+}
+
+bool is_echo(const std::string& outcome) { return !outcome.empty() && outcome[0] == kEcho; }
+bool is_timeout(const std::string& outcome) { return !outcome.empty() && outcome[0] == kTimeout; }
+
+std::string from_process(const std::string& outcome, int process) {
+  return outcome.substr(0, 1) + fmt::format("process {}: {}", process, outcome.substr(1));
+}
+
+std::exception_ptr decode_outcome(const std::string& outcome) {
+  if (outcome.empty()) return nullptr;
+  const std::string msg = outcome.substr(1);
+  switch (outcome[0]) {
+    case kUser: return std::make_exception_ptr(UserError(msg));
+    case kEcho: return std::make_exception_ptr(CommAborted(msg));
+    case kTimeout: return std::make_exception_ptr(CommTimeout(msg));
+    default: return std::make_exception_ptr(InternalError(msg));
+  }
+}
+
+}  // namespace splash
