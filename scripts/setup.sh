@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-      libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libonig-dev libgtest-dev libgmock-dev python3 python3-pip)
+      libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libonig-dev libgtest-dev libgmock-dev python3 python3-pip
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

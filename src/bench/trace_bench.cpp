@@ -23,6 +23,7 @@ struct RunResult : TraceStats {
   std::string label, final_layout;
   double busy_s = 0;
   int64_t switches = 0, steps = 0, preemptions = 0;
+  int64_t prefill_tokens = 0, cached_tokens = 0;  // prompt tokens computed (recomputation included), found cached
   bool outputs_match = true;
   std::vector<std::vector<int32_t>> outputs;  // per trace request
 };
@@ -62,6 +63,7 @@ RunResult replay(Engine& engine, const std::vector<TraceRequest>& trace, const s
     // The trace's arrival, so that time spent waiting for a step to end counts.
     times.push_back({start + trace[i].arrival_s, r.first_token, r.finished_at, static_cast<int64_t>(r.output.size())});
     res.outputs.push_back(r.output);
+    res.cached_tokens += r.cached_tokens;
     engine.release(ids[i]);
   }
   static_cast<TraceStats&>(res) = summarize(times);
@@ -69,6 +71,7 @@ RunResult replay(Engine& engine, const std::vector<TraceRequest>& trace, const s
   for (const SwitchRecord& s : engine.switches()) res.switches += s.refused.empty() ? 1 : 0;
   res.steps = engine.stats().steps;
   res.preemptions = engine.stats().preemptions;
+  res.prefill_tokens = engine.stats().prompt_tokens;
   res.busy_s = engine.stats().busy_seconds;
   res.final_layout = std::string(layout_name(engine.layout()));
   return res;
@@ -78,21 +81,23 @@ void write_csv(const std::string& path, const std::string& trace_name, size_t re
   std::ofstream out(path);
   if (!out) fail("cannot write --csv '{}'", path);
   out << "layout,total_s,output_tok_s,ttft_p50_ms,ttft_p99_ms,tpot_p50_ms,switches,outputs_match,"
-         "trace,requests,output_tokens,steps,preemptions,busy_s,final_layout\n";
+         "trace,requests,output_tokens,steps,preemptions,busy_s,final_layout,prefill_tokens,cached_tokens\n";
   for (const RunResult& r : runs)
-    out << fmt::format("{},{:.4f},{:.2f},{:.3f},{:.3f},{:.3f},{},{},{},{},{},{},{},{:.4f},{}\n", r.label, r.total_s,
+    out << fmt::format("{},{:.4f},{:.2f},{:.3f},{:.3f},{:.3f},{},{},{},{},{},{},{},{:.4f},{},{},{}\n", r.label, r.total_s,
                        r.output_tok_s, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms, r.switches, r.outputs_match ? 1 : 0,
-                       trace_name, requests, r.output_tokens, r.steps, r.preemptions, r.busy_s, r.final_layout);
+                       trace_name, requests, r.output_tokens, r.steps, r.preemptions, r.busy_s, r.final_layout,
+                       r.prefill_tokens, r.cached_tokens);
   if (!out.flush()) fail("cannot write --csv '{}'", path);
 }
 
 void print_table(const std::vector<RunResult>& runs) {
-  fmt::print("{:<6} {:>9} {:>13} {:>12} {:>12} {:>12} {:>9} {:>14} {:>7} {:>12}\n", "layout", "total_s", "output_tok/s",
-             "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "switches", "outputs_match", "steps", "final_layout");
+  fmt::print("{:<6} {:>9} {:>13} {:>12} {:>12} {:>12} {:>9} {:>14} {:>7} {:>12} {:>12} {:>11}\n", "layout", "total_s",
+             "output_tok/s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "switches", "outputs_match", "steps",
+             "final_layout", "prefill_tok", "cached_tok");
   for (const RunResult& r : runs)
-    fmt::print("{:<6} {:>9.3f} {:>13.1f} {:>12.1f} {:>12.1f} {:>12.2f} {:>9} {:>14} {:>7} {:>12}\n", r.label, r.total_s,
-               r.output_tok_s, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms, r.switches, r.outputs_match ? 1 : 0, r.steps,
-               r.final_layout);
+    fmt::print("{:<6} {:>9.3f} {:>13.1f} {:>12.1f} {:>12.1f} {:>12.2f} {:>9} {:>14} {:>7} {:>12} {:>12} {:>11}\n", r.label,
+               r.total_s, r.output_tok_s, r.ttft_p50_ms, r.ttft_p99_ms, r.tpot_p50_ms, r.switches, r.outputs_match ? 1 : 0,
+               r.steps, r.final_layout, r.prefill_tokens, r.cached_tokens);
 }
 
 // "auto vs best fixed (X): 1.23x total time": the best fixed run's total time over auto's (above 1: auto is faster).
@@ -118,8 +123,9 @@ int run_trace_bench(const TraceBenchOptions& f) {
     if (results.empty()) {
       int64_t tokens = 0;
       for (const TraceRequest& r : trace) tokens += r.max_tokens;
-      fmt::print("trace {}: {} requests, {} output tokens | model {} | backend {} | T={}\n", f.trace_name,
-                 trace.size(), tokens, src.name, run.engine.options.group.backend, run.engine.options.group.ranks);
+      fmt::print("trace {}: {} requests, {} output tokens | model {} | backend {} | T={} | prefix cache {}\n",
+                 f.trace_name, trace.size(), tokens, src.name, run.engine.options.group.backend,
+                 run.engine.options.group.ranks, run.engine.options.prefix_cache ? "on" : "off");
     }
     Engine engine(std::move(src), run.engine.options);
     spdlog::info("replaying trace {} with layout {}", f.trace_name, run.label);

@@ -9,6 +9,7 @@
 
 #include "check/reference_check.h"
 #include "cli/engine_options.h"
+#include "cli/process_launch.h"
 #include "cli/switch_flag.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -38,9 +39,7 @@ bool has_moe_layers(const ModelConfig& c) {
   return false;
 }
 
-int run_check(const CheckFlags& f) {
-  apply_log_level(f.engine.log_level);
-  ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
+int check_model(const CheckFlags& f, ModelSource src, std::shared_ptr<ProcessLink> link) {
   std::string ref_path = f.reference;
   if (ref_path.empty()) {
     if (src.dir.empty()) fail("--reference is required when --model is not a checkpoint directory");
@@ -49,6 +48,7 @@ int run_check(const CheckFlags& f) {
   const ReferenceSet ref = load_reference(ref_path);
   GroupOptions go = make_group_options(f.engine);
   go.layout = parse_layout_flag(f.engine.attn_layout);
+  go.link = std::move(link);
   CheckOptions co;
   co.prefill_chunk = f.prefill_chunk;
   co.form = parse_form_flag(f.engine.attn_form);
@@ -125,7 +125,7 @@ int run_check(const CheckFlags& f) {
 void add_check_command(CLI::App& app) {
   auto f = std::make_shared<CheckFlags>();
   CLI::App* cmd = app.add_subcommand("check", "compare logits and greedy decoding with a reference file");
-  add_engine_flags(*cmd, f->engine);
+  add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_switch_flags(*cmd, f->engine);
   cmd->add_option("--reference", f->reference, "reference.safetensors (default: MODEL/reference.safetensors)");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "tokens per prefill chunk (0: whole prompt)")
@@ -149,7 +149,11 @@ void add_check_command(CLI::App& app) {
   cmd->add_flag("--replay-routing", f->replay_routing,
                 "MoE layers use the reference's expert choices (an f32 CPU run) instead of the router's, so that only "
                 "arithmetic differs (routing is verified separately)");
-  cmd->callback([f] { throw CLI::RuntimeError(run_check(*f)); });
+  cmd->callback([f] {
+    throw CLI::RuntimeError(run_on_processes("check", f->engine, [&](ModelSource src, std::shared_ptr<ProcessLink> link) {
+      return check_model(*f, std::move(src), std::move(link));
+    }));
+  });
 }
 
 }  // namespace splash

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/engine_options.h"
+#include "cli/process_launch.h"
 #include "core/error.h"
 #include "server/log_format.h"
 #include "cli/demo_workload.h"
@@ -67,8 +68,7 @@ void progress(size_t done, size_t total, double secs, int64_t tokens) {
   if (done == total) std::fputc('\n', stderr);
 }
 
-int run_generate(const GenerateFlags& f) {
-  apply_log_level(f.engine.log_level);
+int generate(const GenerateFlags& f, ModelSource src, std::shared_ptr<ProcessLink> link) {
   set_log_format(f.engine.log_format);
   SamplingParams defaults;
   defaults.max_tokens = f.max_tokens;
@@ -81,10 +81,11 @@ int run_generate(const GenerateFlags& f) {
   if (f.sampling_seed >= 0) defaults.seed = static_cast<uint64_t>(f.sampling_seed);
   validate(defaults);
 
-  ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
   const std::string model_name = src.name;
   std::vector<GenerateInput> inputs = read_inputs(f, defaults, src.config);
-  Engine engine(std::move(src), make_engine_options(f.engine));
+  EngineOptions options = make_engine_options(f.engine);
+  options.group.link = std::move(link);
+  Engine engine(std::move(src), std::move(options));
   const EngineOptions& eo = engine.options();
   spdlog::info("model {}: {} layers, {} heads; T={} layout {} backend {}; KV {} pages/rank of {} tokens ({} tokens/rank)",
                model_name, engine.config().num_hidden_layers, engine.config().num_attention_heads, eo.group.ranks,
@@ -167,7 +168,7 @@ int run_generate(const GenerateFlags& f) {
 void add_generate_command(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "offline generation: JSONL in, JSONL out");
-  add_engine_flags(*cmd, f->engine);
+  add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
   add_tokenizer_flag(*cmd, f->engine);
@@ -185,7 +186,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--sampling-seed", f->sampling_seed, "default per-request seed (-1: random)")->capture_default_str();
   cmd->add_option("--logprobs", f->logprobs, "default logprobs (-1 none, 0 sampled token, n top-n)")->capture_default_str();
   cmd->add_flag("--ignore-eos", f->ignore_eos, "do not stop at the end-of-sequence token");
-  cmd->callback([f] { throw CLI::RuntimeError(run_generate(*f)); });
+  cmd->callback([f] {
+    throw CLI::RuntimeError(run_on_processes("generate", f->engine, [&](ModelSource src, std::shared_ptr<ProcessLink> link) {
+      return generate(*f, std::move(src), std::move(link));
+    }));
+  });
 }
 
 }  // namespace splash

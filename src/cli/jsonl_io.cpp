@@ -78,6 +78,7 @@ nlohmann::json generate_output(int64_t index, const Request& r, bool with_text) 
   j["finish_reason"] = finish_reason_name(r.finish);
   j["prompt_tokens"] = r.prompt.size();
   j["completion_tokens"] = r.output.size();
+  j["cached_tokens"] = r.cached_tokens;
   const double ttft = r.first_token >= 0 ? r.first_token - r.arrival : NAN;
   const double latency = r.finished_at - r.arrival;
   const double tpot = r.output.size() > 1 ? (r.finished_at - r.first_token) / static_cast<double>(r.output.size() - 1) : 0.0;

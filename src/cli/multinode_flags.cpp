@@ -10,7 +10,9 @@ CLI::Option* add_multinode_flags(CLI::App& cmd, MultinodeFlags& f) {
   cmd.add_option("--node-rank", f.node_rank, "this node's index, 0..nnodes-1 (node 0 hosts the rendezvous)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd.add_option("--dist-init-addr", f.dist_init_addr, "node 0's HOST:PORT, where the nodes meet (several nodes)");
-  cmd.add_option("--dist-timeout", f.dist_timeout_s, "seconds to wait for the other nodes at each rendezvous step")
+  cmd.add_option("--dist-timeout", f.dist_timeout_s,
+                 "seconds to wait for another process (a rendezvous step, a collective, a command's answer) before "
+                 "failing what is in flight and ending the launch")
       ->capture_default_str()->check(CLI::PositiveNumber);
   return nnodes;
 }

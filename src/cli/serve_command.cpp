@@ -6,6 +6,7 @@
 
 #include "cli/engine_options.h"
 #include "cli/flag_values.h"
+#include "cli/process_launch.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "server/log_format.h"
@@ -23,14 +24,14 @@ struct ServeFlags {
 // Tokens of KV the whole group holds: every rank holds a full copy in TP, a share otherwise.
 int64_t group_kv_tokens(Layout l, int ranks, int64_t per_rank) { return l == Layout::TP ? per_rank : per_rank * ranks; }
 
-int run_serve(const ServeFlags& f, nlohmann::json flags) {
-  apply_log_level(f.engine.log_level);
+int serve(const ServeFlags& f, nlohmann::json flags, ModelSource src, std::shared_ptr<ProcessLink> link) {
   set_log_format(f.engine.log_format);
   SignalWatcher signals;  // before the engine starts its rank threads, so they never take the signals
   spdlog::info("loading {}", f.engine.model);
-  ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
   const std::string name = f.server.served_model_name.empty() ? f.engine.model : f.server.served_model_name;
-  Engine engine(std::move(src), make_engine_options(f.engine));
+  EngineOptions options = make_engine_options(f.engine);
+  options.group.link = std::move(link);
+  Engine engine(std::move(src), std::move(options));
   const ModelConfig& cfg = engine.config();
   const EngineOptions& eo = engine.options();
   const int64_t pages = engine.kv().pool(0).capacity();
@@ -51,13 +52,18 @@ int run_serve(const ServeFlags& f, nlohmann::json flags) {
 void add_serve_command(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI- and SGLang-compatible HTTP server");
-  add_engine_flags(*cmd, f->engine);
+  add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
   add_tokenizer_flag(*cmd, f->engine);
   add_log_format_flag(*cmd, f->engine);
   add_server_flags(*cmd, f->server);
-  cmd->callback([f, cmd] { throw CLI::RuntimeError(run_serve(*f, flag_values(*cmd, {"api-key"}))); });
+  cmd->callback([f, cmd] {
+    nlohmann::json flags = flag_values(*cmd, {"api-key"});
+    throw CLI::RuntimeError(run_on_processes("serve", f->engine, [&](ModelSource src, std::shared_ptr<ProcessLink> link) {
+      return serve(*f, std::move(flags), std::move(src), std::move(link));
+    }));
+  });
 }
 
 }  // namespace splash

@@ -68,6 +68,9 @@ class Backend {
   Tensor empty(DType dtype, std::initializer_list<int64_t> shape) {
     return empty(dtype, std::span<const int64_t>(shape.begin(), shape.size()));
   }
+  // Hands the memory of freed tensors that the arena keeps for reuse back to the device (a colocated
+  // trainer's turn: POST /release_memory_occupation); host memory is freed with its tensors anyway.
+  virtual void release_free_memory() {}
   // Same dtype and shape; each side host or device; last dimension contiguous.
   virtual void copy(Tensor dst, Tensor src, Stream s = {}) = 0;
   virtual void fill_zero(Tensor dst, Stream s = {}) = 0;

@@ -111,6 +111,7 @@ const AutoLayoutPolicy* Engine::auto_policy() const {
 
 std::optional<std::string> Engine::switch_layout(Layout to) {
   if (switcher_->in_transit()) return std::string("a switch is already in transit");
+  if (memory_released()) return std::string("the memory of weights and KV is released: resume it first");
   if (to == switcher_->layout()) return fmt::format("already in layout {}", layout_name(to));
   const size_t before = switcher_->history().size();
   policy_->request(to);
@@ -208,12 +209,14 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
     return r.id;
   }
   r.seed = r.params.seed ? *r.params.seed : splitmix(seed_state_);
+  r.weight_updates = weight_updates_;
   if (tokenizer_) {
     r.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, r.params.skip_special_tokens);
     r.stops = std::make_unique<StopChecker>(r.params.stop);
   }
   if (Request* leader = prefilling_leader(r.prompt)) {
     followers_[leader->id].push_back(&r);
+    r.follows = leader->id;
     return r.id;
   }
   scheduler_.add(&r);
@@ -240,8 +243,10 @@ Request* Engine::prefilling_leader(const std::vector<int32_t>& prompt) {
 void Engine::release_followers(int64_t leader) {
   auto it = followers_.find(leader);
   if (it != followers_.end()) {
-    for (Request* f : it->second)
-      if (!f->finished()) scheduler_.add(f);
+    for (Request* f : it->second) {
+      f->follows = -1;
+      scheduler_.add(f);
+    }
     followers_.erase(it);
   }
   if (auto l = requests_.find(leader); l != requests_.end()) {
@@ -261,8 +266,9 @@ void Engine::fork_followers(Request& leader, std::span<const float> logits, std:
   copies.page_copies.resize(static_cast<size_t>(group_->ranks()));
   const int64_t ctx = static_cast<int64_t>(leader.prompt.size());
   for (Request* f : fs) {
-    if (f->finished()) continue;
-    auto c = group_->kv().fork(leader.id, f->id, leader.owner, ctx, scheduler_.layout());
+    f->follows = -1;
+    std::optional<std::vector<std::vector<std::pair<int32_t, int32_t>>>> c;
+    if (scheduler_.can_adopt(*f, leader.owner)) c = group_->kv().fork(leader.id, f->id, leader.owner, ctx, scheduler_.layout());
     if (!c) {
       scheduler_.add(f);
       continue;
@@ -295,6 +301,11 @@ void Engine::fork_followers(Request& leader, std::span<const float> logits, std:
 void Engine::abort(int64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end() || it->second->finished()) return;
+  if (Request& r = *it->second; r.follows >= 0) {  // off its leader's list: it may be released before the fork
+    std::vector<Request*>& fs = followers_.at(r.follows);
+    fs.erase(std::remove(fs.begin(), fs.end(), &r), fs.end());
+    r.follows = -1;
+  }
   scheduler_.abort(it->second.get());
   it->second->finished_at = now();
   release_followers(id);
@@ -354,6 +365,7 @@ bool Engine::append_token(Request& r, const SampleResult& s, RequestOutput& out)
 
 std::vector<RequestOutput> Engine::step() {
   if (!broken_.empty()) fail_internal("the engine stopped after a failed layout switch: {}", broken_);
+  if (memory_released()) fail("the memory of weights and KV is released: resume it before generating");
   consult_layout_policy();
   const SwitchSchedule* carried = switcher_->carried();
   std::vector<Request*> batch;
@@ -440,7 +452,7 @@ std::vector<RequestOutput> Engine::run_alone(const StepPlan& plan, const std::ve
 
 void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
   KvCacheManager& kv = group_->kv();
-  if (!kv.prefix_cache_enabled()) return;
+  if (!kv.prefix_cache_enabled() || r.weight_updates != weight_updates_) return;
   const int64_t B = kv.prefix_cache().layout() == layout ? kv.prefix_cache().block_tokens() : 1;
   if (r.computed / B == (r.computed - n_new) / B) return;  // no block completed this step
   if (r.computed <= static_cast<int64_t>(r.prompt.size())) kv.cache_prefix(r.id, r.prompt, r.computed, r.owner, layout);

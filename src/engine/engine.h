@@ -119,6 +119,23 @@ class Engine {
   // Evicts every cached prefix no request uses (/flush_cache); returns the pages freed per rank, summed.
   int64_t flush_prefix_cache() { return group_->kv().flush_prefix_cache(); }
   bool has_work() const { return scheduler_.has_work(); }
+
+  // The weights' version, SGLang's weight_version: "default" at start, then what each update names
+  // (else the number of updates so far).
+  const std::string& weight_version() const { return weight_version_; }
+  // POST /update_weights_from_disk: loads a checkpoint of the same architecture into every rank in the
+  // current layout (a switch in transit completes first), drops the whole prefix cache (blocks running
+  // requests use too) and sets the version. Running requests keep their KV and go on with the new
+  // weights, but never cache their blocks: nothing computed with the old weights is found again. A checkpoint with another config, or one that
+  // fails to load, is refused (UserError) with the old weights serving on.
+  void update_weights(const WeightOrigin& origin, std::string version = "");
+  // POST /release_memory_occupation: frees every rank's weights and KV storage (nothing may run or
+  // wait; a switch in transit completes first); until resume_memory nothing can step.
+  void release_memory();
+  // POST /resume_memory_occupation: the KV storage and the weights loaded last, reloaded from their source
+  // (the checkpoint on disk, or the seeded dummy weights), in the current layout.
+  void resume_memory();
+  bool memory_released() const { return group_->memory_released(); }
   // Requests not yet running: the scheduler's queue and samples waiting for their group's prompt.
   size_t waiting() const;
 
@@ -146,12 +163,19 @@ class Engine {
   // token is sampled (prefix cache on).
   Request* prefilling_leader(const std::vector<int32_t>& prompt);
   // The leader's prompt is done: each follower gets its pages (KvCacheManager::fork) and its first token
-  // from the leader's logits; a follower without pages queues as a request of its own.
+  // from the leader's logits; a follower that cannot run now (no running slot, or its pages would not
+  // pass admission) queues as a request of its own.
   void fork_followers(Request& leader, std::span<const float> logits, std::vector<RequestOutput>& outputs);
   // The leader ended before its prompt was done: its followers queue as requests of their own.
   void release_followers(int64_t leader);
   SampleResult sample(const Request& r, std::span<const float> logits) const;
-  // Caches the blocks the request completed in a step of `n_new` rows (prefix cache on).
+  // Completes a switch in transit before the ranks' weights change (a failure stops the engine, as in step).
+  void settle_switch();
+  // Drops every cached block, those running requests use too (they keep their pages, only not as cache
+  // entries), and forgets the prompts being prefilled that new samples would follow.
+  void drop_prefix_cache();
+  // Caches the blocks the request completed in a step of `n_new` rows (prefix cache on), unless the
+  // weights changed since it was added.
   void cache_blocks(const Request& r, int64_t n_new, Layout layout);
   // Samples (or takes the device's greedy choice for) each request's next token from a step's output.
   std::vector<RequestOutput> take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,
@@ -169,6 +193,8 @@ class Engine {
   Scheduler scheduler_;
   StepObserver* observer_ = nullptr;
   std::string broken_;  // why the engine stopped (a fault in a step that carried a switch)
+  std::string weight_version_ = "default";
+  int64_t weight_updates_ = 0;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   std::map<int64_t, std::vector<Request*>> followers_;  // by leader id
   std::unordered_map<uint64_t, int64_t> leaders_;       // prefilling leaders by prompt hash

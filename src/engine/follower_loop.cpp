@@ -8,6 +8,9 @@ namespace splash {
 
 void follow_leader(const std::shared_ptr<ProcessLink>& link, const ModelConfig& cfg, const WeightSource& weights) {
   std::unique_ptr<RankGroup> group;
+  // The weights the ranks hold: the start's, or the last update's (a resume reloads them).
+  std::shared_ptr<const WeightSource> updated;
+  const WeightSource* current = &weights;
   auto need_group = [&]() -> RankGroup& {
     if (!group) fail_internal("process 0 sent a command before starting the group");
     return *group;
@@ -28,6 +31,12 @@ void follow_leader(const std::shared_ptr<ProcessLink>& link, const ModelConfig& 
         case CommandKind::Run: need_group().run(c.plan, c.schedule ? &*c.schedule : nullptr); break;
         case CommandKind::Transfer: need_group().transfer(*c.schedule); break;
         case CommandKind::Synchronize: need_group().synchronize(); break;
+        case CommandKind::LoadWeights: {
+          std::shared_ptr<const WeightSource> opened = need_group().load_weights(c.load.origin ? nullptr : current, c.load);
+          if (opened) current = (updated = std::move(opened)).get();
+          break;
+        }
+        case CommandKind::ReleaseMemory: need_group().release_memory(); break;
         case CommandKind::Stop: return;
       }
     } catch (const std::exception& e) {

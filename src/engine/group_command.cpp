@@ -42,6 +42,22 @@ std::string transfer_command(const SwitchSchedule& s) {
   return w.take();
 }
 
+std::string load_weights_command(const WeightLoad& load) {
+  ByteWriter w;
+  w.put(CommandKind::LoadWeights);
+  w.put(load.layout);
+  w.put<uint64_t>(load.replica_runs.size());
+  for (const std::vector<int32_t>& runs : load.replica_runs) w.put_vector(runs);
+  w.put<int64_t>(load.pool_pages);
+  w.put<uint8_t>(load.origin.has_value());
+  if (load.origin) {
+    w.put_string(load.origin->model);
+    w.put_string(load.origin->load_format);
+    w.put<uint64_t>(load.origin->seed);
+  }
+  return w.take();
+}
+
 std::string simple_command(CommandKind kind) {
   ByteWriter w;
   w.put(kind);
@@ -66,6 +82,21 @@ GroupCommand decode_command(const std::string& bytes) {
       if (r.get<uint8_t>()) c.schedule = decode_schedule(r);
       break;
     case CommandKind::Transfer: c.schedule = decode_schedule(r); break;
+    case CommandKind::LoadWeights: {
+      c.load.layout = r.get<Layout>();
+      c.load.replica_runs.resize(r.get<uint64_t>());
+      for (std::vector<int32_t>& runs : c.load.replica_runs) runs = r.get_vector<int32_t>();
+      c.load.pool_pages = r.get<int64_t>();
+      if (r.get<uint8_t>()) {
+        WeightOrigin o;
+        o.model = r.get_string();
+        o.load_format = r.get_string();
+        o.seed = r.get<uint64_t>();
+        c.load.origin = std::move(o);
+      }
+      break;
+    }
+    case CommandKind::ReleaseMemory:
     case CommandKind::Synchronize:
     case CommandKind::Stop: break;
     default: fail_internal("unknown group command {}", static_cast<int>(c.kind));

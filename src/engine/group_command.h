@@ -1,7 +1,7 @@
 #pragma once
 // What a rank group that spans processes sends between them (engine/rank_group.h): process 0 sends one
 // command per call that runs ranks (start, allocate the KV storage, run a step, run a switch's transfers,
-// synchronize, stop), and every process answers each with its ranks' outcome. Commands carry plain
+// synchronize, load weights, release the memory, stop), and every process answers each with its ranks' outcome. Commands carry plain
 // values as bytes (plan/plan_codec.h, switch/schedule_codec.h), never pointers into the leader's state.
 #include <cstdint>
 #include <exception>
@@ -12,7 +12,7 @@
 
 namespace splash {
 
-enum class CommandKind : uint8_t { Start, AllocateKv, Run, Transfer, Synchronize, Stop };
+enum class CommandKind : uint8_t { Start, AllocateKv, Run, Transfer, Synchronize, Stop, LoadWeights, ReleaseMemory };
 
 // A decoded command: the fields of its kind are set.
 struct GroupCommand {
@@ -21,13 +21,15 @@ struct GroupCommand {
   int64_t pages = 0;     // AllocateKv
   StepPlan plan;         // Run
   std::optional<SwitchSchedule> schedule;  // Run (a switch carried), Transfer
+  WeightLoad load;                         // LoadWeights
 };
 
 std::string start_command(const GroupOptions& opt);
 std::string allocate_command(int64_t pages);
 std::string run_command(const StepPlan& plan, const SwitchSchedule* carried);
 std::string transfer_command(const SwitchSchedule& s);
-std::string simple_command(CommandKind kind);  // Synchronize, Stop
+std::string load_weights_command(const WeightLoad& load);
+std::string simple_command(CommandKind kind);  // Synchronize, ReleaseMemory, Stop
 GroupCommand decode_command(const std::string& bytes);
 
 // A process's answer: "" when its ranks succeeded, else the kind of the first rank's error and its message.

@@ -61,11 +61,17 @@ std::optional<std::string> LayoutSwitcher::begin(Layout to, std::vector<LiveRequ
   }
   pending_ = std::move(sched);
   history_.push_back(rec);
-  if (mode.value_or(mode_) == SwitchMode::Blocking) {
-    group_.transfer(*pending_);
-    complete(seconds_since(t0));
-  }
+  if (mode.value_or(mode_) == SwitchMode::Blocking) transfer_now(t0);
   return std::nullopt;
+}
+
+void LayoutSwitcher::settle() {
+  if (pending_) transfer_now(std::chrono::steady_clock::now());
+}
+
+void LayoutSwitcher::transfer_now(std::chrono::steady_clock::time_point t0) {
+  group_.transfer(*pending_);
+  complete(seconds_since(t0));
 }
 
 void LayoutSwitcher::complete(double seconds) {

@@ -3,6 +3,7 @@
 // transit (its manifest and page schedule), its rollback when it does not fit, and the history. The
 // engine asks its LayoutPolicy at each step boundary and hands a decision here; the step that follows
 // carries the transfers (overlapped) or they complete at once (blocking).
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,11 +50,16 @@ class LayoutSwitcher {
                                    std::optional<SwitchMode> mode = std::nullopt, std::string reason = "");
   // After the step that carried the switch (`seconds` long): its held pages return to the pools.
   void complete(double seconds);
+  // Runs the transfers of the switch in transit now, before anything computes, as a blocking switch does
+  // (reloading weights then finds the ranks in one layout); nothing when none is.
+  void settle();
 
   const std::vector<SwitchRecord>& history() const { return history_; }
 
  private:
   std::optional<std::string> refuse(SwitchRecord rec, std::string why);
+  // The pending switch's transfers, then complete (timed from t0).
+  void transfer_now(std::chrono::steady_clock::time_point t0);
   void log(const SwitchRecord& r) const;
 
   RankGroup& group_;

@@ -12,8 +12,11 @@
 #include "engine/rank_placement.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
+#include "model/model_source.h"
 #include "model/rope_table.h"
+#include "switch/projection_replica.h"
 #include "switch/rank_switch.h"
+#include "switch/switch_manifest.h"
 
 #ifdef SPLASH_HAVE_CUDA
 #include "comm/cuda/device_local_communicator.h"
@@ -294,16 +297,89 @@ std::exception_ptr RankGroup::run_local(const std::function<void(Worker&)>& fn) 
 
 void RankGroup::allocate_kv(int64_t pages) {
   announce([&] { return allocate_command(pages); });
-  dispatch([&](Worker& w) {
-    RankEnv& env = w.model->env();
-    env.kv_pool = Tensor();  // free the old storage first
-    env.kv_pool = env.be.empty(env.be.act_dtype(), {pages, opt_.page_size, cfg_.latent_dim()});
-    // Zeros, not whatever the allocator held: benchmarks register contexts without writing them
-    // (bench/synthetic_batch) and must never feed NaN bit patterns to attention and routing.
-    env.be.fill_zero(env.kv_pool);
-  });
+  dispatch([&](Worker& w) { allocate_storage(w, pages); });
   kv_ = std::make_unique<KvCacheManager>(opt_.ranks, cfg_.num_hidden_layers, opt_.page_size, pages);
   kv_->set_replica_pages(replica_pages_per_layer());
+}
+
+void RankGroup::allocate_storage(Worker& w, int64_t pages) {
+  RankEnv& env = w.model->env();
+  env.kv_pool = Tensor();  // free the old storage first
+  env.kv_pool = env.be.empty(env.be.act_dtype(), {pages, opt_.page_size, cfg_.latent_dim()});
+  // Zeros, not whatever the allocator held: benchmarks register contexts without writing them
+  // (bench/synthetic_batch) and must never feed NaN bit patterns to attention and routing.
+  env.be.fill_zero(env.kv_pool);
+}
+
+std::vector<std::vector<int32_t>> RankGroup::replica_runs() const {
+  std::vector<std::vector<int32_t>> runs(static_cast<size_t>(opt_.ranks));
+  for (int r = 0; r < opt_.ranks; ++r)
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) runs[r].push_back(kv_->replica_run(r, l));
+  return runs;
+}
+
+void RankGroup::reload_weights(const WeightSource& weights, const WeightOrigin& origin, Layout layout) {
+  if (released_) fail("the weights' memory is released: resume it first");
+  load_weights(&weights, {layout, replica_runs(), 0, origin});
+}
+
+void RankGroup::release_memory() {
+  announce([] { return simple_command(CommandKind::ReleaseMemory); });
+  dispatch([](Worker& w) {
+    w.model->weights() = ModelWeights();
+    w.model->env().kv_pool = Tensor();
+    w.backend->release_free_memory();
+  });
+  released_ = true;
+}
+
+void RankGroup::restore_memory(const WeightSource& weights, Layout layout) {
+  if (!released_) fail("the memory of weights and KV is not released");
+  load_weights(&weights, {layout, replica_runs(), kv_pages(), std::nullopt});
+}
+
+std::shared_ptr<const WeightSource> RankGroup::load_weights(const WeightSource* weights, const WeightLoad& load) {
+  announce([&] { return load_weights_command(load); });
+  // A process that cannot open the weights fails on its ranks, so every process learns it (agree).
+  std::shared_ptr<const WeightSource> opened;
+  std::exception_ptr open_error;
+  if (!weights) {
+    SPLASH_CHECK(load.origin, "no weights to load");
+    try {
+      opened = open_model(load.origin->model, load.origin->load_format, load.origin->seed).weights;
+      weights = opened.get();
+    } catch (...) {
+      open_error = std::current_exception();
+    }
+  }
+  const Primitive wp = weight_primitive(loaded_layout_, load.layout, opt_.ranks);
+  SPLASH_CHECK(wp != Primitive::Discard, "layout {} holds shards of projections loaded replicated", layout_name(load.layout));
+  // Every rank loads before any changes, so a checkpoint that fails to load leaves the old weights serving.
+  std::vector<ModelWeights> fresh(workers_.size());
+  dispatch([&](Worker& w) {
+    if (open_error) std::rethrow_exception(open_error);
+    const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt_.ranks);
+    fresh[w.index] = load_model_weights(*w.backend, *weights, cfg_, split, loaded_layout_);
+  });
+  dispatch([&](Worker& w) {
+    if (load.pool_pages > 0) allocate_storage(w, load.pool_pages);
+    RankEnv& env = w.model->env();
+    ModelWeights& mine = fresh[w.index];
+    if (wp == Primitive::AllGather) {
+      const HeadRange heads = projection_heads(load.layout, w.rank, opt_.ranks, cfg_.num_attention_heads);
+      std::vector<Tensor> shards;
+      for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+        AttentionWeights& a = mine.layers[l].attn;
+        for (Tensor& t : gather_projection_replica(env, a, load.replica_runs[w.rank][l], env.be.compute_stream()))
+          shards.push_back(std::move(t));
+        a.heads = heads;
+      }
+      env.be.synchronize();  // the shards are read before they go
+    }
+    w.model->weights() = std::move(mine);
+  });
+  released_ = false;
+  return opened;
 }
 
 int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes) {

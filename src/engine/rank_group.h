@@ -25,6 +25,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -51,6 +53,23 @@ struct GroupOptions {
   // The processes the group spans (null: this one alone); their ranks use no `devices` (local rank i
   // runs on GPU i).
   std::shared_ptr<ProcessLink> link;
+};
+
+// What a process opens to load weights (model/model_source.h: open_model): across processes every process
+// opens them itself.
+struct WeightOrigin {
+  std::string model;  // a checkpoint directory, a config.json or builtin:NAME
+  std::string load_format = "auto";
+  uint64_t seed = 0;  // of dummy weights
+};
+
+// A reload of every rank's weights, as process 0 tells the others (engine/group_command.h).
+struct WeightLoad {
+  Layout layout = Layout::TP;  // the layout the ranks are in (no switch in transit)
+  // [rank][layer] the first page of each replicated projection run (the leader's accounting), -1: none.
+  std::vector<std::vector<int32_t>> replica_runs;
+  int64_t pool_pages = 0;              // > 0: the KV storage was released; allocate it first
+  std::optional<WeightOrigin> origin;  // what the other processes open; none: the weights they hold
 };
 
 // Makes a backend by name ("cpu"; "cuda" where built) on GPU `device`, whose memory kernels and copies on
@@ -107,6 +126,19 @@ class RankGroup {
   StepOutput run(const StepPlan& plan, const SwitchSchedule* carried = nullptr);
   // Runs every layer's transfers of a switch now, before anything computes (a blocking switch).
   void transfer(const SwitchSchedule& s);
+  // Replaces every rank's weights with `weights` (a checkpoint of the group's architecture: the caller
+  // checks) in `layout`, the one the ranks are in with no switch in transit: projections load as shards
+  // as at start-up and a replicated layout gathers them into the replica runs its pool pages hold already.
+  // The latent KV stays. The other processes open `origin`.
+  void reload_weights(const WeightSource& weights, const WeightOrigin& origin, Layout layout);
+  // Frees every rank's weights and KV storage (the leader's page accounting stays as it is).
+  void release_memory();
+  // After release_memory: the KV storage (zeroed, the same pages) and `weights` again, in `layout`.
+  void restore_memory(const WeightSource& weights, Layout layout);
+  bool memory_released() const { return released_; }
+  // The ranks' part of reload_weights and restore_memory, which the other processes call for process 0's
+  // command: with `weights` null they open load.origin themselves and return what they opened.
+  std::shared_ptr<const WeightSource> load_weights(const WeightSource* weights, const WeightLoad& load);
   // Check-only: every rank's MoE layers use this hook (null: none); see model/routing_hook.h. One process only.
   void set_routing_hook(RoutingHook* hook);
   // Runs fn on every rank's thread with that rank's environment and waits for all (benchmarks time
@@ -132,6 +164,9 @@ class RankGroup {
   // Shuts the group down because a process stopped answering; returns the error to throw.
   std::exception_ptr lose(const std::string& why);
   void load_ranks(const WeightSource& weights);
+  void allocate_storage(Worker& w, int64_t pages);
+  // The leader's replica runs, [rank][layer].
+  std::vector<std::vector<int32_t>> replica_runs() const;
   std::vector<std::unique_ptr<Communicator>> make_communicators();
   void renew_communicators();
   void task_failed(Worker& w, std::exception_ptr error);
@@ -150,6 +185,7 @@ class RankGroup {
   std::mutex error_mu_;
   std::exception_ptr first_error_;  // of the task in flight: the first rank's, under error_mu_
   std::string shut_down_;           // why the group no longer runs tasks ("" while it does)
+  bool released_ = false;           // release_memory: no weights, no KV storage
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -27,6 +27,10 @@ void Scheduler::finish(Request* r) {
   r->state = RequestState::Finished;
 }
 
+bool Scheduler::can_adopt(const Request& r, int owner) const {
+  return static_cast<int>(running_.size()) < opt_.max_running && admissible(r, owner);
+}
+
 void Scheduler::adopt(Request* r) {
   r->state = RequestState::Running;
   running_.push_back(r);

@@ -31,6 +31,8 @@ class Scheduler {
   void add(Request* r);       // to the back of the waiting queue
   void abort(Request* r);     // frees everything at once; the request becomes finished
   void finish(Request* r);    // after its last token: frees its pages
+  // Whether a request could run now with this owner: a running slot, and its pages pass admission.
+  bool can_adopt(const Request& r, int owner) const;
   // A request that already holds its pages (a sample forked from its group's prompt) runs from now on.
   void adopt(Request* r);
   // Builds the next step; plan.seqs[i] belongs to batch[i].

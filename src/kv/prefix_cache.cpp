@@ -42,14 +42,18 @@ bool PrefixCache::set_layout(Layout l, std::vector<PagePool>& pools) {
   const bool keep = same_holders(layout_, l);
   layout_ = l;
   if (keep) return false;
-  // Blocks in use stay with their requests' tables (a switch moves those), only not as cache entries.
+  clear(pools);
+  return true;
+}
+
+void PrefixCache::clear(std::vector<PagePool>& pools) {
+  // Blocks in use stay with their requests' tables, only not as cache entries.
   for (auto& [key, b] : blocks_)
     for (int r = 0; r < ranks_; ++r) pools[r].release(b.pages[r]);
   blocks_.clear();
   used_.clear();
   std::fill(idle_pages_.begin(), idle_pages_.end(), 0);
   for (auto& s : idle_leaves_) s.clear();
-  return true;
 }
 
 const PrefixCache::Block* PrefixCache::find(uint64_t key, uint64_t parent, std::span<const int32_t> tokens) const {

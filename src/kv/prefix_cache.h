@@ -55,6 +55,8 @@ class PrefixCache {
   void evict(int r, int64_t free, std::vector<PagePool>& pools);
   // Evicts every block without users (/flush_cache); blocks in use stay.
   void evict_idle(std::vector<PagePool>& pools);
+  // Forgets every block, those in use too (their requests keep their pages): new weights.
+  void clear(std::vector<PagePool>& pools);
   int64_t blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
   // Prompt tokens looked up and found since the start (the hit rate's terms).

@@ -31,6 +31,7 @@ json live_state(const EngineSnapshot& s, bool draining) {
           {"prefix_cache_hit_rate",
            s.prefix_queried_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) / s.prefix_queried_tokens : 0.0},
           {"generation_paused", s.paused},
+          {"memory_released", s.memory_released},
           {"draining", draining}};
 }
 
@@ -63,7 +64,9 @@ void add_admin_routes(RouteTable& s, ServerContext& ctx) {
   s.get("/get_server_info", [&ctx](const httplib::Request&, httplib::Response& res) {
     json info = ctx.launch.flags;
     info["version"] = SPLASH_VERSION;
-    info["internal_states"] = json::array({live_state(ctx.loop.snapshot(), ctx.draining)});
+    const EngineSnapshot snap = ctx.loop.snapshot();
+    info["weight_version"] = snap.weight_version;  // SGLang's place for it
+    info["internal_states"] = json::array({live_state(snap, ctx.draining)});
     reply_json(res, info);
   });
   // Evicts every cached prefix no request uses; blocks of running requests stay (they are in use).

@@ -287,7 +287,13 @@ void EngineLoop::admit(Submission& s) {
   std::vector<int64_t> ids;
   std::string error;
   int status = 400;  // the engine's own rejections are the request's fault
+  if (engine_.memory_released()) {
+    status = 503;
+    error = "the memory of weights and KV is released (POST /release_memory_occupation): nothing generates until "
+            "POST /resume_memory_occupation";
+  }
   for (GenerationJob& job : s.jobs) {
+    if (!error.empty()) break;
     try {
       if (job.fit_max_tokens) job.params.max_tokens = max_tokens_that_fit(static_cast<int64_t>(job.prompt.size()));
       const int64_t id = engine_.add(job.prompt, job.params);
@@ -347,6 +353,7 @@ void EngineLoop::deliver(const std::vector<RequestOutput>& outputs) {
     TokenDelta d;
     d.tokens = o.tokens;
     d.text = o.text;
+    d.weight_version = engine_.weight_version();
     const size_t k = o.tokens.size();
     if (r.params.logprobs >= 0 && r.logprobs.size() >= k) d.logprobs.assign(r.logprobs.end() - k, r.logprobs.end());
     if (r.params.logprobs > 0 && r.top_logprobs.size() >= k) d.top.assign(r.top_logprobs.end() - k, r.top_logprobs.end());
@@ -395,6 +402,7 @@ void EngineLoop::finish(int64_t id, TokenDelta d) {
   live_.erase(it);
   const Request& r = engine_.request(id);
   d.index = l.index;
+  d.weight_version = engine_.weight_version();
   const double end = r.finished_at >= 0 ? r.finished_at : engine_.now();
   d.latency_s = end - r.arrival;
   d.cached_tokens = r.cached_tokens;
@@ -427,6 +435,8 @@ void EngineLoop::publish() {
   for (int r = 0; r < kv.ranks(); ++r)
     s.ranks[r] = {kv.pool(r).capacity(), kv.kv_pages_live(r), kv.pool(r).free_count(), kv.evictable_pages(r), {}};
   s.prefix_cache = kv.prefix_cache_enabled();
+  s.memory_released = engine_.memory_released();
+  s.weight_version = engine_.weight_version();
   {
     std::lock_guard lk(mu_);
     s.paused = paused_;

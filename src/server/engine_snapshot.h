@@ -26,6 +26,8 @@ struct EngineSnapshot {
   int64_t preemptions = 0;
   bool prefix_cache = false;
   bool paused = false;  // /pause_generation
+  bool memory_released = false;  // /release_memory_occupation
+  std::string weight_version;
   int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;  // prompt tokens looked up, found
   int page_size = 0, layers = 0;
   std::vector<RankSnapshot> ranks;

@@ -40,12 +40,15 @@ class OpenAIBodyWriter final : public JsonWriter {
 
   std::string on_delta(const TokenDelta& d) override {
     choices_[d.index].add(d);
+    weight_version_ = d.weight_version;
     return {};
   }
   std::string on_done() override {
     for (const ChoiceResult& c : choices_)
       if (c.finish == FinishReason::Error) return dump_json(error_body(c.error_status, c.error));
-    return dump_json(r_.chat ? chat_body(meta_, r_, tok_, choices_) : completion_body(meta_, r_, tok_, choices_));
+    json body = r_.chat ? chat_body(meta_, r_, tok_, choices_) : completion_body(meta_, r_, tok_, choices_);
+    body["weight_version"] = weight_version_;  // SGLang's: of the weights that produced the last token
+    return dump_json(body);
   }
 
  private:
@@ -53,6 +56,7 @@ class OpenAIBodyWriter final : public JsonWriter {
   OpenAIRequest r_;
   const Tokenizer* tok_;
   std::vector<ChoiceResult> choices_;
+  std::string weight_version_;
 };
 
 // Streaming: one chunk per delta, then the usage chunk (when asked) and [DONE].
@@ -73,6 +77,7 @@ class OpenAIStreamWriter final : public SseWriter {
 
   std::string on_delta(const TokenDelta& d) override {
     if (d.finish == FinishReason::Error) return sse_event(error_body(d.error_status, d.error));
+    weight_version_ = d.weight_version;
     completion_tokens_ += static_cast<int64_t>(d.tokens.size());
     if (d.index % r_.n == 0) cached_tokens_ += d.cached_tokens;  // each prompt counts once, as in prompt_tokens
     json c = {{"index", d.index},
@@ -96,6 +101,7 @@ class OpenAIStreamWriter final : public SseWriter {
       json u = base_object(meta_, r_.chat ? "chat.completion.chunk" : "text_completion");
       u["choices"] = json::array();
       u["usage"] = usage_json(prompt_tokens(r_), completion_tokens_, cached_tokens_);
+      u["weight_version"] = weight_version_;
       out += sse_event(u);
     }
     return out + kSseDone;
@@ -106,6 +112,7 @@ class OpenAIStreamWriter final : public SseWriter {
     json c = base_object(meta_, r_.chat ? "chat.completion.chunk" : "text_completion");
     c["choices"] = json::array({std::move(choice)});
     if (r_.include_usage) c["usage"] = nullptr;  // OpenAI: null on every chunk but the last
+    c["weight_version"] = weight_version_;
     return c;
   }
 
@@ -114,6 +121,7 @@ class OpenAIStreamWriter final : public SseWriter {
   const Tokenizer* tok_;
   std::vector<int64_t> offsets_;  // per choice: token_chars of its tokens so far (completions' text_offset)
   int64_t completion_tokens_ = 0, cached_tokens_ = 0;
+  std::string weight_version_;  // of the last delta
 };
 
 }  // namespace
@@ -121,6 +129,7 @@ class OpenAIStreamWriter final : public SseWriter {
 void ChoiceResult::add(const TokenDelta& d) {
   tokens.insert(tokens.end(), d.tokens.begin(), d.tokens.end());
   text += d.text;
+  weight_version = d.weight_version;
   logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
   top.insert(top.end(), d.top.begin(), d.top.end());
   if (d.finish != FinishReason::None) {

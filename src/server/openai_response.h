@@ -26,6 +26,7 @@ struct ChoiceResult {
   int error_status = 500;
   double latency_s = 0;
   int64_t cached_tokens = 0;
+  std::string weight_version;  // of the last delta
   void add(const TokenDelta& d);
 };
 

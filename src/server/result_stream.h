@@ -26,6 +26,7 @@ struct TokenDelta {
   int error_status = 500;                           // when finish == Error: 4xx the client's fault, 5xx ours
   double latency_s = 0;                             // arrival to finish, on the last delta
   int64_t cached_tokens = 0;                        // prompt tokens found in the prefix cache, on the last delta
+  std::string weight_version;                       // of the weights that produced it (Engine::weight_version)
 };
 
 class ResultStream {

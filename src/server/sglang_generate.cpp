@@ -203,7 +203,8 @@ json generate_result(const GenerateRequest& r, size_t i, const ChoiceResult& c, 
                {"finish_reason", generate_finish_reason(c, r.params[i], m)},
                {"prompt_tokens", r.inputs[i].size()},
                {"completion_tokens", c.tokens.size()},
-               {"cached_tokens", c.cached_tokens}};
+               {"cached_tokens", c.cached_tokens},
+               {"weight_version", c.weight_version}};
   if (c.finish != FinishReason::None) meta["e2e_latency"] = c.latency_s;
   if (r.return_logprob) {
     json out = json::array();

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/upload.h"
+#include "switch/projection_replica.h"
 
 namespace splash {
 
@@ -37,28 +38,10 @@ void RankSwitch::switch_weights(int layer, Stream s) {
   Backend& be = env_.be;
   AttentionWeights& a = weights_.layers[layer].attn;
   const int64_t H = c.num_attention_heads, dqk = c.qk_head_dim(), dkv = c.qk_nope_head_dim + c.v_head_dim;
-  const int64_t qin = a.q_b.in_features(), C = c.kv_lora_rank, dv = c.v_head_dim, d = c.hidden_size;
+  const int64_t dv = c.v_head_dim;
   const HeadRange to = projection_heads(sched_.to, env_.rank(), env_.ranks(), static_cast<int>(H));
   if (wp == Primitive::AllGather) {
-    // The replica lives in this layer's run of pool pages: [Q-B | KV-B | O^T], full heads.
-    const int32_t replica_run = sched_.replica_runs[env_.rank()][layer];
-    SPLASH_CHECK(replica_run >= 0, "no replica pages for layer {}", layer);
-    SPLASH_CHECK(dtype_size(be.weight_dtype()) == dtype_size(env_.kv_pool.dtype()), "replica dtype");
-    char* base = static_cast<char*>(env_.kv_pool.select(0, replica_run).data());
-    const size_t es = dtype_size(be.weight_dtype());
-    auto view = [&](int64_t rows, int64_t cols) {
-      Tensor t(base, be.weight_dtype(), {rows, cols}, env_.kv_pool.device(), env_.kv_pool.owner());
-      base += static_cast<size_t>(rows * cols) * es;
-      return t;
-    };
-    Tensor qb = view(H * dqk, qin), kvb = view(H * dkv, C), ot = view(H * dv, d);
-    in_flight_[layer] = {a.q_b.w, a.kv_b.w, a.o.w};
-    env_.transfer_comm.all_gather(a.q_b.w, qb, s);
-    env_.transfer_comm.all_gather(a.kv_b.w, kvb, s);
-    env_.transfer_comm.all_gather(a.o.w, ot, s);
-    a.q_b = Weight{qb};
-    a.kv_b = Weight{kvb};
-    a.o = Weight{ot, {}, true};
+    in_flight_[layer] = gather_projection_replica(env_, a, sched_.replica_runs[env_.rank()][layer], s);
   } else {
     // Discard: keep this rank's head rows in a shard of its own; the replica's pages are freed. The
     // shards come from the compute stream's arena: the transfer stream copies after that.

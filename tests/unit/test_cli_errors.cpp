@@ -115,13 +115,17 @@ TEST(CliGenerate, BadLinesFailAloneAndNameTheirLine) {
   EXPECT_EQ(lines[5]["finish_reason"], "length");
 }
 
-// The step loop runs in one process: SGLang's multi-node flags are refused, not half-obeyed.
-TEST(CliErrors, SeveralNodesAreRefusedByEveryEngineCommand) {
+// Several processes come from mpirun: SGLang's multi-node flags without it are refused, not half-obeyed,
+// and the subcommands that run in one process refuse them too.
+TEST(CliErrors, SeveralNodesWithoutMpiAreRefused) {
   for (const char* cmd : {"check", "generate", "serve"}) {
     Result r = run(std::string(cmd) + " --nnodes 2 --node-rank 1 --dist-init-addr 127.0.0.1:29500");
-    EXPECT_NE(r.code, 0) << cmd;
-    EXPECT_THAT(r.output, HasSubstr("multi-node serving is not implemented yet")) << cmd;
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_THAT(r.output, HasSubstr("--nnodes 2: serving over several nodes needs an MPI launch (mpirun -np 2")) << cmd;
   }
+  Result r = run("simulate --nnodes 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("this subcommand runs in one process"));
 }
 
 }  // namespace

@@ -269,3 +269,36 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Groups, ::testing::ValuesIn(group_setups()));
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+// A follower aborted and forgotten before its leader's first token is off the leader's list (the
+// fork must not touch it), and a follower that finds no running slot queues as a request of its own.
+TEST(Groups, AbortedFollowersAreForgottenAndFullBatchesQueueTheRest) {
+  EngineOptions o;
+  o.group.page_size = 16;
+  o.scheduler.max_running = 3;
+  o.kv_pages = 4096;
+  o.prefix_cache = true;
+  Engine e(open_model(kFixture), o);
+  const std::vector<int32_t> prompt = iota_tokens(40, 9);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(e.add(prompt, greedy(10)));
+  EXPECT_EQ(e.waiting(), 6u);
+  e.abort(ids[2]);
+  e.release(ids[2]);
+  while (e.has_work()) {
+    e.step();
+    EXPECT_LE(e.scheduler().running(), 3u);
+  }
+  for (int64_t id : ids) {
+    if (id != ids[2]) EXPECT_EQ(e.request(id).output, e.request(ids[0]).output) << id;
+  }
+  EXPECT_EQ(e.request(ids[1]).cached_tokens, 40);  // forked
+  EXPECT_LT(e.request(ids[5]).cached_tokens, 40);  // queued: found the prompt's full pages only
+  expect_pages_back(e);
+}
+
+}  // namespace
+}  // namespace splash

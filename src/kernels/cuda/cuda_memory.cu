@@ -48,6 +48,14 @@ DeviceContext::~DeviceContext() {
 
 Tensor CudaBackend::empty(DType dtype, std::span<const int64_t> shape) { return alloc(dtype, shape, ctx_->compute); }
 
+// The pool keeps freed memory (its release threshold is unbounded): trim it once the frees queued on the
+// streams have run.
+void CudaBackend::release_free_memory() {
+  synchronize();
+  SPLASH_CUDA_CHECK(cudaSetDevice(ctx_->device));
+  SPLASH_CUDA_CHECK(cudaMemPoolTrimTo(ctx_->pool, 0));
+}
+
 Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;

@@ -48,6 +48,7 @@ class OpProfilingBackend final : public Backend {
     return in_->attention_width_error(C, d_n, d_r, d_v);
   }
   Tensor empty(DType dtype, std::span<const int64_t> shape) override { return in_->empty(dtype, shape); }
+  void release_free_memory() override { in_->release_free_memory(); }
   void copy(Tensor dst, Tensor src, Stream s) override { timed("copy", s, [&] { in_->copy(dst, src, s); }); }
   void fill_zero(Tensor dst, Stream s) override { timed("fill_zero", s, [&] { in_->fill_zero(dst, s); }); }
   Tensor to_host_f32(Tensor src) override {
