@@ -25,6 +25,8 @@ struct StepRecord {
   bool prefill = false;
   int64_t tokens = 0;
   double seconds = 0;
+  // The engine's host work: planning before the ranks' run (not in `seconds`), sampling after it (in).
+  double plan_seconds = 0, sample_seconds = 0;
   StepCost cost;
 };
 
@@ -35,7 +37,9 @@ struct BatchRun {
 
 struct Phase {
   int64_t tokens = 0, steps = 0;
-  double seconds = 0;
+  double seconds = 0, plan_seconds = 0, sample_seconds = 0;
+  // Host work per step as a share of the whole step (planning + run + sampling).
+  double host_share() const { return seconds + plan_seconds > 0 ? (plan_seconds + sample_seconds) / (seconds + plan_seconds) : 0; }
   StepCost cost;
   RooflineTime roofline;
   double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
@@ -94,6 +98,8 @@ BatchRun run_batch(Engine& engine, const CostSetup& setup, int batch, int64_t in
     if (engine.stats().steps == s0.steps) continue;  // nothing was scheduled
     StepRecord rec;
     rec.seconds = engine.stats().busy_seconds - s0.busy_seconds;
+    rec.plan_seconds = engine.stats().plan_seconds - s0.plan_seconds;
+    rec.sample_seconds = engine.stats().sample_seconds - s0.sample_seconds;
     int64_t rows = 0, prefill_tokens = 0;
     std::vector<SeqShape> shapes;
     for (const Before& b : before) {
@@ -126,6 +132,8 @@ Phase summarize(const BatchRun& run, bool prefill, const Limits& limits) {
     p.tokens += s.tokens;
     ++p.steps;
     p.seconds += s.seconds;
+    p.plan_seconds += s.plan_seconds;
+    p.sample_seconds += s.sample_seconds;
     p.cost += s.cost;
     p.roofline += roofline_time(s.cost, limits);
   }
@@ -138,6 +146,9 @@ nlohmann::json phase_json(const Phase& p) {
           {"seconds", p.seconds},
           {"tokens_per_s", p.tokens_per_s()},
           {"mean_step_s", p.steps ? p.seconds / p.steps : 0.0},
+          {"host_plan_seconds", p.plan_seconds},
+          {"host_sample_seconds", p.sample_seconds},
+          {"host_share", p.host_share()},
           {"weight_bytes", p.cost.weight_bytes},
           {"kv_bytes", p.cost.kv_bytes},
           {"flops", p.cost.flops},
@@ -192,6 +203,11 @@ int run_e2e_bench(const E2eBenchOptions& f) {
              decode.steps ? decode.cost.weight_bytes / decode.steps / 1e6 : 0.0,
              decode.steps ? decode.cost.kv_bytes / decode.steps / 1e6 : 0.0,
              decode.steps ? decode.cost.flops / decode.steps / 1e9 : 0.0, run.mean_ttft_s);
+  for (const auto& [name, p] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}})
+    if (p->steps)
+      fmt::print("host per {} step: planning {:.3f} ms + sampling {:.3f} ms = {:.1f}% of the step (the rest is the "
+                 "ranks' run, kernel launches included)\n",
+                 name, 1e3 * p->plan_seconds / p->steps, 1e3 * p->sample_seconds / p->steps, 100 * p->host_share());
 
   if (!f.json.empty()) {
     const nlohmann::json j = {{"model", model_name},

@@ -366,6 +366,7 @@ bool Engine::append_token(Request& r, const SampleResult& s, RequestOutput& out)
 std::vector<RequestOutput> Engine::step() {
   if (!broken_.empty()) fail_internal("the engine stopped after a failed layout switch: {}", broken_);
   if (memory_released()) fail("the memory of weights and KV is released: resume it before generating");
+  const double t_plan = now();
   consult_layout_policy();
   const SwitchSchedule* carried = switcher_->carried();
   std::vector<Request*> batch;
@@ -390,6 +391,7 @@ std::vector<RequestOutput> Engine::step() {
   }
   if (batch.empty() && !carried) return {};
   const double t = now();
+  const double plan_s = t - t_plan;
   std::optional<StepOutput> out;
   try {
     out = group_->run(plan, carried);  // with no rows, only a switch's transfers
@@ -404,10 +406,13 @@ std::vector<RequestOutput> Engine::step() {
   }
   if (carried) switcher_->complete(now() - t);
   if (batch.empty()) return {};
+  const double t_sample = now();
   std::vector<RequestOutput> outputs = out ? take_tokens(plan, batch, *out) : run_alone(plan, batch);
   const double dt = now() - t;
   ++stats_.steps;
   stats_.busy_seconds += dt;
+  stats_.plan_seconds += plan_s;
+  stats_.sample_seconds += now() - t_sample;
   stats_.prompt_tokens += prefill_tokens;
   if (prefill_tokens > 0) {
     stats_.prefill_seconds += dt;

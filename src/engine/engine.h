@@ -76,7 +76,10 @@ struct EngineStats {
   int64_t prompt_tokens = 0;     // prefilled (recomputation included)
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
-  double busy_seconds = 0;
+  double busy_seconds = 0;  // from the ranks' run to the sampled tokens
+  // Host work around the ranks' run: the layout policy, scheduling (prefix lookups included) and the step
+  // plan before it (not in busy_seconds); sampling, stops and caching blocks after it (in busy_seconds).
+  double plan_seconds = 0, sample_seconds = 0;
   // Steps with prefill rows vs pure decode steps, for prefill and decode throughput.
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prefill_step_tokens = 0, decode_step_tokens = 0;

@@ -29,6 +29,11 @@ TEST(BenchE2e, TinyModelOnCpuWritesPositiveRates) {
     EXPECT_GT(j[phase]["tokens_per_s"].get<double>(), 0) << phase;
     EXPECT_GT(j[phase]["roofline_tokens_per_s"].get<double>(), 0) << phase;
     EXPECT_GT(j[phase]["flops"].get<double>(), 0) << phase;
+    // The engine's host work is timed apart from the ranks' run, and is part of the step.
+    EXPECT_GT(j[phase]["host_plan_seconds"].get<double>(), 0) << phase;
+    EXPECT_GT(j[phase]["host_sample_seconds"].get<double>(), 0) << phase;
+    EXPECT_GT(j[phase]["host_share"].get<double>(), 0) << phase;
+    EXPECT_LT(j[phase]["host_share"].get<double>(), 1) << phase;
   }
   EXPECT_GT(j["bandwidth_gbs"].get<double>(), 0);
   EXPECT_GT(j["peak_tflops"].get<double>(), 0);
