@@ -124,6 +124,14 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
   c.model_type = r.string("model_type", nullptr);
   if (c.model_type != "deepseek_v2" && c.model_type != "deepseek_v3")
     fail("{}: unknown model_type '{}' (supported: deepseek_v2, deepseek_v3)", src, c.model_type);
+  if (r.has("architectures")) {
+    const json& a = j.at("architectures");
+    if (!a.is_array()) fail("{}: architectures must be a list of names", src);
+    for (const json& name : a) {
+      if (!name.is_string()) fail("{}: architectures must be a list of names", src);
+      c.architectures.push_back(name.get<std::string>());
+    }
+  }
   c.vocab_size = r.integer("vocab_size", std::nullopt, 1);
   c.hidden_size = r.integer("hidden_size", std::nullopt, 1);
   c.intermediate_size = r.integer("intermediate_size", std::nullopt, 1);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -23,6 +24,7 @@ struct YarnScaling {
 
 struct ModelConfig {
   std::string model_type;  // deepseek_v2 | deepseek_v3
+  std::vector<std::string> architectures;  // config.json's, e.g. DeepseekV3ForCausalLM (reported, not used)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

@@ -54,6 +54,7 @@ void add_admin_routes(RouteTable& s, ServerContext& ctx) {
                      {"served_model_name", l.model_name},
                      {"is_generation", true},
                      {"model_type", ctx.model.model_type},
+                     {"architectures", ctx.model.architectures},
                      {"context_length", ctx.model.context_length},
                      {"vocab_size", ctx.model.vocab_size},
                      {"preferred_sampling_params", nullptr},

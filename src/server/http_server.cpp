@@ -167,6 +167,7 @@ int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launc
   info.context_length = engine.config().max_position_embeddings;
   info.vocab_size = engine.config().vocab_size;
   info.model_type = engine.config().model_type;
+  info.architectures = engine.config().architectures;
   info.eos = info.tokenizer && info.tokenizer->eos_id() ? info.tokenizer->eos_id() : engine.config().eos_token_id;
   info.created = static_cast<int64_t>(std::time(nullptr));
   ServerContext ctx{info, opt, loop, metrics, launch};

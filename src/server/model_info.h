@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -11,6 +12,7 @@ namespace splash {
 struct ModelInfo {
   std::string name;                      // the served model name
   std::string model_type;                // config.json's (deepseek_v2, deepseek_v3)
+  std::vector<std::string> architectures;  // config.json's
   const Tokenizer* tokenizer = nullptr;  // null: token ids only (thread-safe, outlives the server)
   int64_t context_length = 0;
   int64_t vocab_size = 0;

@@ -49,6 +49,7 @@ def test_model_info(json_server, ids_server):
     assert info["served_model_name"] == "tiny-admin"
     assert info["model_path"] == info["tokenizer_path"] and Path(info["model_path"]).is_dir()
     assert info["context_length"] == 4096 and info["vocab_size"] > 0 and info["model_type"] == "deepseek_v3"
+    assert info["architectures"] == ["DeepseekV3ForCausalLM"]
     # Without a tokenizer there is no tokenizer path.
     assert ids_server.get("/get_model_info").json()["tokenizer_path"] is None
 
