@@ -209,7 +209,6 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
     return r.id;
   }
   r.seed = r.params.seed ? *r.params.seed : splitmix(seed_state_);
-  r.weight_updates = weight_updates_;
   if (tokenizer_) {
     r.detok = std::make_unique<IncrementalDetokenizer>(*tokenizer_, r.params.skip_special_tokens);
     r.stops = std::make_unique<StopChecker>(r.params.stop);
@@ -257,9 +256,9 @@ void Engine::release_followers(int64_t leader) {
 
 void Engine::fork_followers(Request& leader, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
   auto it = followers_.find(leader.id);
-  std::vector<Request*> fs = it == followers_.end() ? std::vector<Request*>{} : std::move(it->second);
-  if (it != followers_.end()) followers_.erase(it);
-  release_followers(leader.id);  // no followers left: only the leader's entry goes
+  if (it == followers_.end()) return;
+  const std::vector<Request*> fs = std::move(it->second);
+  followers_.erase(it);  // its entry in leaders_ goes when it finishes
   StepPlan copies;
   copies.layout = scheduler_.layout();
   copies.ranks = group_->ranks();
@@ -457,8 +456,8 @@ std::vector<RequestOutput> Engine::run_alone(const StepPlan& plan, const std::ve
 
 void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
   KvCacheManager& kv = group_->kv();
-  if (!kv.prefix_cache_enabled() || r.weight_updates != weight_updates_) return;
-  const int64_t B = kv.prefix_cache().layout() == layout ? kv.prefix_cache().block_tokens() : 1;
+  if (!kv.prefix_cache_enabled()) return;
+  const int64_t B = cache_block_tokens(layout, kv.page_size(), kv.ranks());
   if (r.computed / B == (r.computed - n_new) / B) return;  // no block completed this step
   if (r.computed <= static_cast<int64_t>(r.prompt.size())) kv.cache_prefix(r.id, r.prompt, r.computed, r.owner, layout);
   else kv.cache_prefix(r.id, r.tokens(), r.computed, r.owner, layout);

@@ -29,9 +29,6 @@ struct Request {
   int64_t computed = 0;
   int64_t cached_tokens = 0;  // of the prompt, found in the prefix cache when last admitted
   int64_t follows = -1;       // the leader whose prompt it waits for (engine.h), -1: none
-  // The engine's weight updates when it was added: once the weights change under it, its KV holds
-  // positions of the old ones, which the prefix cache must never take.
-  int64_t weight_updates = 0;
   std::vector<int32_t> output;
   std::vector<float> logprobs;                     // of each sampled token (when params.logprobs >= 0)
   std::vector<std::vector<TokenLogprob>> top_logprobs;

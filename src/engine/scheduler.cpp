@@ -80,7 +80,7 @@ int Scheduler::choose_owner(const Request& r) {
   int cached = best;
   int64_t most = kv_.cached_prefix(r.prompt, best, layout_);
   for (int i = 0; i < T; ++i)
-    if (int64_t n = kv_.cached_prefix(r.prompt, i, layout_); n > most && admissible(r, i)) {
+    if (int64_t n = i == best ? 0 : kv_.cached_prefix(r.prompt, i, layout_); n > most && admissible(r, i)) {
       most = n;
       cached = i;
     }

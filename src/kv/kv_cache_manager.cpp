@@ -99,6 +99,12 @@ void KvCacheManager::cache_prefix(int64_t seq, std::span<const int32_t> tokens, 
   cache_.insert(seq, tokens, computed, owner, tables, pools_);
 }
 
+void KvCacheManager::drop_prefix_cache() {
+  cache_.clear(pools_);
+  for (const auto& rank : seqs_)
+    for (const auto& [seq, pages] : rank) cache_.bar(seq);
+}
+
 int64_t KvCacheManager::flush_prefix_cache() {
   int64_t before = 0, after = 0;
   for (const PagePool& p : pools_) before += p.free_count();

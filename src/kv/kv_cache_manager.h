@@ -54,8 +54,9 @@ class KvCacheManager {
   void cache_prefix(int64_t seq, std::span<const int32_t> tokens, int64_t computed, int owner, Layout layout);
   // Evicts every cached block no request uses; returns the pages freed.
   int64_t flush_prefix_cache();
-  // Forgets every cached block, in use or not (the KV was computed with other weights).
-  void drop_prefix_cache() { cache_.clear(pools_); }
+  // Forgets every cached block, in use or not, and bars every request holding pages from caching its
+  // blocks until it gives them up: all of that KV was computed with other weights.
+  void drop_prefix_cache();
   // The cache's blocks no longer match the ranks' positions in `layout` (a switch into it): drop them.
   void set_cache_layout(Layout layout);
   // Pages of rank r that only the cache holds: free for the taking.

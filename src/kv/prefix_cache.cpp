@@ -65,29 +65,32 @@ const PrefixCache::Block* PrefixCache::find(uint64_t key, uint64_t parent, std::
   return &it->second;
 }
 
-int64_t PrefixCache::match(std::span<const int32_t> tokens, int owner, int64_t max_blocks) const {
+std::vector<uint64_t> PrefixCache::chain(std::span<const int32_t> tokens, int owner, int64_t max_blocks) const {
   const int64_t B = block_tokens();
+  std::vector<uint64_t> keys;
   uint64_t parent = root(owner);
-  int64_t n = 0;
-  for (; n < max_blocks && (n + 1) * B <= static_cast<int64_t>(tokens.size()); ++n) {
+  for (int64_t n = 0; n < max_blocks && (n + 1) * B <= static_cast<int64_t>(tokens.size()); ++n) {
     const auto block = tokens.subspan(static_cast<size_t>(n * B), static_cast<size_t>(B));
     const uint64_t key = block_key(parent, block);
     if (!find(key, parent, block)) break;
-    parent = key;
+    keys.push_back(parent = key);
   }
-  return n;
+  return keys;
+}
+
+int64_t PrefixCache::match(std::span<const int32_t> tokens, int owner, int64_t max_blocks) const {
+  return static_cast<int64_t>(chain(tokens, owner, max_blocks).size());
 }
 
 std::vector<SeqPages> PrefixCache::attach(int64_t seq, std::span<const int32_t> tokens, int owner, int64_t max_blocks,
                                           std::vector<PagePool>& pools) {
   SPLASH_CHECK(!used_.count(seq), "request {} already uses cached blocks", seq);
   std::vector<SeqPages> tables(static_cast<size_t>(ranks_));
-  const int64_t n = match(tokens, owner, max_blocks), B = block_tokens();
+  const std::vector<uint64_t> keys = chain(tokens, owner, max_blocks);
+  const int64_t n = static_cast<int64_t>(keys.size());
   if (n == 0) return tables;
   std::vector<uint64_t>& used = used_[seq];
-  uint64_t parent = root(owner);
-  for (int64_t k = 0; k < n; ++k) {
-    const uint64_t key = block_key(parent, tokens.subspan(static_cast<size_t>(k * B), static_cast<size_t>(B)));
+  for (uint64_t key : keys) {
     add_user(key);
     used.push_back(key);
     const Block& b = blocks_.at(key);
@@ -100,15 +103,15 @@ std::vector<SeqPages> PrefixCache::attach(int64_t seq, std::span<const int32_t> 
         t.layers[l].push_back(b.pages[r][l]);
       }
     }
-    parent = key;
   }
   for (int r = 0; r < ranks_; ++r)
-    if (!tables[r].layers.empty()) tables[r].tokens = held_tokens(layout_, r, ranks_, owner, n * B);
+    if (!tables[r].layers.empty()) tables[r].tokens = held_tokens(layout_, r, ranks_, owner, n * block_tokens());
   return tables;
 }
 
 void PrefixCache::insert(int64_t seq, std::span<const int32_t> tokens, int64_t computed, int owner,
                          const std::vector<const SeqPages*>& tables, std::vector<PagePool>& pools) {
+  if (barred_.count(seq)) return;
   const int64_t B = block_tokens();
   std::vector<uint64_t>& used = used_[seq];
   uint64_t parent = used.empty() ? root(owner) : used.back();
@@ -116,11 +119,14 @@ void PrefixCache::insert(int64_t seq, std::span<const int32_t> tokens, int64_t c
     const auto block = tokens.subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
     const uint64_t key = block_key(parent, block);
     if (blocks_.count(key) && !find(key, parent, block)) break;  // a collision: the chain stops here
-    if (!blocks_.count(key)) {
+    if (blocks_.count(key)) {
+      add_user(key);
+    } else {  // a new block, in use by this request
       Block b;
       b.parent = parent;
       b.tokens.assign(block.begin(), block.end());
-      b.holder = per_owner(layout_) ? owner : -1;
+      b.users = 1;
+      b.last_use = ++clock_;
       b.pages.resize(static_cast<size_t>(ranks_));
       for (int r = 0; r < ranks_; ++r) {
         if (held_tokens(layout_, r, ranks_, owner, B) == 0) continue;
@@ -138,9 +144,7 @@ void PrefixCache::insert(int64_t seq, std::span<const int32_t> tokens, int64_t c
         if (pb.users == 0) set_idle(parent, pb, true);
       }
       blocks_.emplace(key, std::move(b));
-      set_idle(key, blocks_.at(key), true);  // idle until its user is counted, just below
     }
-    add_user(key);
     used.push_back(key);
     parent = key;
   }
@@ -148,6 +152,7 @@ void PrefixCache::insert(int64_t seq, std::span<const int32_t> tokens, int64_t c
 }
 
 void PrefixCache::share(int64_t src, int64_t dst) {
+  if (barred_.count(src)) barred_.insert(dst);
   auto it = used_.find(src);
   if (it == used_.end()) return;
   std::vector<uint64_t> keys = it->second;
@@ -156,6 +161,7 @@ void PrefixCache::share(int64_t src, int64_t dst) {
 }
 
 void PrefixCache::drop_user(int64_t seq) {
+  barred_.erase(seq);
   auto it = used_.find(seq);
   if (it == used_.end()) return;
   for (auto k = it->second.rbegin(); k != it->second.rend(); ++k) remove_user(*k);

@@ -15,6 +15,7 @@
 #include <set>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -44,10 +45,13 @@ class PrefixCache {
   // taking its own pages (`tables` [rank]). A block cached by another request already is used instead.
   void insert(int64_t seq, std::span<const int32_t> tokens, int64_t computed, int owner,
               const std::vector<const SeqPages*>& tables, std::vector<PagePool>& pools);
-  // Request `dst` shares every block `src` uses (a sample of a group).
+  // Request `dst` shares every block `src` uses (a sample of a group), and its bar.
   void share(int64_t src, int64_t dst);
-  // The request ended or gave its pages up: it uses no block any more.
+  // The request ended or gave its pages up: it uses no block any more (and a bar on it is lifted).
   void drop_user(int64_t seq);
+  // Request `seq` caches none of its blocks until it gives its pages up: its KV was computed with other
+  // weights than the next requests will use.
+  void bar(int64_t seq) { barred_.insert(seq); }
 
   // Pages of rank r held only by the cache: what evict can free there.
   int64_t evictable(int r) const { return idle_pages_[r]; }
@@ -71,13 +75,14 @@ class PrefixCache {
   struct Block {
     uint64_t parent = 0;
     std::vector<int32_t> tokens;
-    int holder = -1;                          // the owner in DP and DOP, -1: every rank
     std::vector<std::vector<int32_t>> pages;  // [rank][layer]; empty where the rank holds none
     int64_t users = 0;
     int children = 0;
     uint64_t last_use = 0;
   };
   uint64_t root(int owner) const;
+  // The keys of the cached blocks that start `tokens`, at most max_blocks.
+  std::vector<uint64_t> chain(std::span<const int32_t> tokens, int owner, int64_t max_blocks) const;
   // The block after `parent` holding these tokens, or null.
   const Block* find(uint64_t key, uint64_t parent, std::span<const int32_t> tokens) const;
   void add_user(uint64_t key);
@@ -89,6 +94,7 @@ class PrefixCache {
   Layout layout_ = Layout::TP;
   std::unordered_map<uint64_t, Block> blocks_;
   std::unordered_map<int64_t, std::vector<uint64_t>> used_;  // per request, the blocks it uses, root first
+  std::unordered_set<int64_t> barred_;                        // requests that may not cache (bar)
   std::vector<int64_t> idle_pages_;                          // [rank]
   std::vector<std::set<std::pair<uint64_t, uint64_t>>> idle_leaves_;  // [rank] (last use, key)
   uint64_t clock_ = 0;

@@ -302,3 +302,36 @@ TEST(Groups, AbortedFollowersAreForgottenAndFullBatchesQueueTheRest) {
 
 }  // namespace
 }  // namespace splash
+
+namespace splash {
+namespace {
+
+// New weights: every cached block goes, and a request that holds pages (KV of the old weights) caches
+// nothing more until it gives its pages up; its samples inherit that. A request admitted afterwards caches.
+TEST(PrefixCacheAccounting, DroppedCacheBarsRequestsHoldingOldKv) {
+  KvCacheManager kv(1, 2, 4, 64);
+  kv.enable_prefix_cache();
+  const std::vector<int32_t> p = iota_tokens(20);
+  ASSERT_TRUE(kv.grow(1, 0, 8, Layout::TP));
+  kv.cache_prefix(1, p, 8, 0, Layout::TP);
+  EXPECT_EQ(kv.prefix_cache().blocks(), 2);
+  kv.drop_prefix_cache();
+  EXPECT_EQ(kv.prefix_cache().blocks(), 0);
+  ASSERT_TRUE(kv.grow(1, 0, 13, Layout::TP));
+  kv.cache_prefix(1, p, 12, 0, Layout::TP);
+  ASSERT_TRUE(kv.fork(1, 2, 0, 13, Layout::TP));
+  ASSERT_TRUE(kv.grow(2, 0, 17, Layout::TP));
+  kv.cache_prefix(2, p, 16, 0, Layout::TP);
+  EXPECT_EQ(kv.prefix_cache().blocks(), 0);
+  kv.release(1);
+  kv.release(2);
+  ASSERT_TRUE(kv.grow(1, 0, 12, Layout::TP));  // the same id again, after giving its pages up
+  kv.cache_prefix(1, p, 12, 0, Layout::TP);
+  EXPECT_EQ(kv.prefix_cache().blocks(), 3);
+  kv.release(1);
+  kv.flush_prefix_cache();
+  EXPECT_EQ(used(kv), 0);
+}
+
+}  // namespace
+}  // namespace splash
