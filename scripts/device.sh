@@ -5,7 +5,7 @@
 #   bash scripts/device.sh prepare   # HERE, before the call: fills the two carried folders
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
-# SPLASH_STAGES picks what runs (default: all, in this order): build tests checks shapes onegpu prefix
+# SPLASH_STAGES picks what runs (default: all, in this order): build tests checks shapes onegpu prefix rl
 # sanitize multinode ops attention calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix sanitize multinode ops attention calibrate scheduler e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix rl sanitize multinode ops attention calibrate scheduler e2e switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -223,6 +223,18 @@ if want prefix; then
       --kv-pages 4096 > "$LOG/prefix_$name.log" 2>&1
     row "prefix cache $flags" "rc=$? $(grep -E 'identical' "$LOG/prefix_$name.log" | cut -c1-50) ($((SECONDS - t0)) s)"
     cat "$LOG/prefix_$name.log" | tail -5
+  done
+fi
+
+# ---- rl: the RL server suites (prefix cache, pause, weight updates, memory release) on the GPU, two
+# ranks on one GPU (issue 20) ----
+if want rl; then
+  for suite in rl weights; do
+    t0=$SECONDS
+    SPLASH_BINARY=$ROOT/$BUILD/splash SPLASH_SERVER_ARGS="--backend cuda --ranks-per-gpu 2" \
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/server/test_$suite.py > "$LOG/server_$suite.log" 2>&1
+    row "server test_$suite.py on cuda" "rc=$? $(tail -1 "$LOG/server_$suite.log" | cut -c1-60) ($((SECONDS - t0)) s)"
+    grep -E "^(FAILED|E  )" "$LOG/server_$suite.log" | head -20
   done
 fi
 

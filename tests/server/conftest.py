@@ -1,7 +1,8 @@
 """Starts `splash serve` processes on loopback for the server tests.
 
 The binary comes from SPLASH_BINARY (set by CMake), the fixtures from SPLASH_FIXTURES_DIR. Every
-wait is bounded; a server that fails to start shows the tail of its log.
+wait is bounded; a server that fails to start shows the tail of its log. SPLASH_SERVER_ARGS adds flags
+to every server (the device script runs suites on the GPU with "--backend cuda --ranks-per-gpu 2").
 """
 import json
 import os
@@ -39,7 +40,8 @@ class Server:
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix=f"splash_{name}_", suffix=".log", delete=False)
         args = [str(BINARY), "serve", "--model", str(model_dir), "--ranks", "2", "--attn-layout", layout,
-                "--host", "127.0.0.1", "--port", str(self.port), "--kv-pages", str(kv_pages), *extra]
+                "--host", "127.0.0.1", "--port", str(self.port), "--kv-pages", str(kv_pages), *extra,
+                *os.environ.get("SPLASH_SERVER_ARGS", "").split()]
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

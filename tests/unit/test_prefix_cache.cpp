@@ -110,6 +110,7 @@ struct Setup {
   int page_size = 4;
   int64_t kv_pages = 4096;
   std::vector<std::pair<int64_t, Layout>> switches = {};
+  int max_running = 256;
 };
 
 Engine make_engine(const Setup& s, bool cache) {
@@ -122,6 +123,7 @@ Engine make_engine(const Setup& s, bool cache) {
   o.scheduler.admission = AdmissionPolicy::Optimistic;
   o.kv_pages = s.kv_pages;
   o.switch_schedule = s.switches;
+  o.scheduler.max_running = s.max_running;
   o.prefix_cache = cache;
   return Engine(open_model(kFixture), o);
 }
@@ -276,12 +278,7 @@ namespace {
 // A follower aborted and forgotten before its leader's first token is off the leader's list (the
 // fork must not touch it), and a follower that finds no running slot queues as a request of its own.
 TEST(Groups, AbortedFollowersAreForgottenAndFullBatchesQueueTheRest) {
-  EngineOptions o;
-  o.group.page_size = 16;
-  o.scheduler.max_running = 3;
-  o.kv_pages = 4096;
-  o.prefix_cache = true;
-  Engine e(open_model(kFixture), o);
+  Engine e = make_engine({1, Layout::TP, 16, 4096, {}, 3}, true);
   const std::vector<int32_t> prompt = iota_tokens(40, 9);
   std::vector<int64_t> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(e.add(prompt, greedy(10)));
