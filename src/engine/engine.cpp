@@ -494,9 +494,7 @@ std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::
         s.logprob = std::numeric_limits<float>::quiet_NaN();
         if (s.token < 0) fail_internal("the greedy row holds a NaN or no finite maximum");
       } else {
-        const std::span<const float> logits(step.logits.ptr<float>() + logit_row * V, V);
-        s = sample(r, logits);
-        if (r.output.empty()) fork_followers(r, logits, outputs);
+        s = sample(r, std::span<const float>(step.logits.ptr<float>() + logit_row * V, V));
       }
     } catch (const std::exception& e) {  // this request's logits are broken (a NaN): it alone fails
       spdlog::error("request {}: sampling failed: {}", r.id, e.what());
@@ -504,6 +502,9 @@ std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::
       outputs.push_back(std::move(out));
       continue;
     }
+    // A leader's followers take their first token from its logits (its row came to the host for them).
+    if (r.output.empty() && !seq.greedy)
+      fork_followers(r, std::span<const float>(step.logits.ptr<float>() + logit_row * V, V), outputs);
     append_token(r, s, out);
     outputs.push_back(std::move(out));
   }
