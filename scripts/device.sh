@@ -6,7 +6,7 @@
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
 # SPLASH_STAGES picks what runs (default: all, in this order): build tests checks shapes onegpu prefix rl
-# sanitize multinode ops attention calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# sanitize multinode ops attention peer calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
@@ -75,7 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix rl sanitize multinode ops attention calibrate scheduler e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix rl sanitize multinode ops attention peer calibrate scheduler e2e switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -289,6 +289,24 @@ if want attention; then  # attention kernels against copy bandwidth and the bf16
   timeout 120 python3 bench/attention_peer.py > "$LOG/attention_peer.log" 2>&1
   row "attention peer (attention_peer.log)" "rc=$? ($((SECONDS - t0)) s)"
   cat "$LOG/attention_peer.log"
+fi
+if want peer; then  # issue 17: FlashInfer (wheels carried in .peer-wheels) and cuDNN next to splash_bench_attention
+  t0=$SECONDS
+  [ -s "$LOG/bench_attention.log" ] || timeout 240 ./$BUILD/splash_bench_attention > "$LOG/bench_attention.log" 2>&1
+  PEER=/tmp/splash-peer-py
+  if ls .peer-wheels/*.whl >/dev/null 2>&1; then
+    rm -rf "$PEER"
+    python3 -m pip install -q --no-index --no-deps --target "$PEER" .peer-wheels/*.whl > "$LOG/peer_install.log" 2>&1
+  fi
+  # FlashInfer compiles its kernels on first use: ninja from the wheels, nvcc from the toolkit.
+  [ -d /usr/local/cuda ] && export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  PATH=$PEER/bin:${CUDA_HOME:+$CUDA_HOME/bin:}$PATH PYTHONPATH=$PEER${PYTHONPATH:+:$PYTHONPATH} \
+    timeout 480 python3 bench/peer_mla.py --output "$LOG/peer.json" > "$LOG/peer_mla.log" 2>&1
+  rc=$?
+  tail -5 "$LOG/peer_mla.log"
+  python3 bench/peer_table.py "$LOG/bench_attention.log" "$LOG/peer.json" | tee "$LOG/peer_table.txt"
+  python3 bench/peer_table.py "$LOG/bench_attention.log" "$LOG/peer.json" --markdown > "$LOG/peer_table.md"
+  row "attention vs peers (peer_table.txt)" "rc=$rc ($((SECONDS - t0)) s)"
 fi
 if want calibrate; then  # the scheduler's cost profile of one GPU (issue 15), named by the GPU (h100, h200)
   t0=$SECONDS
