@@ -29,13 +29,14 @@ C, DR, PAGE, SCALE = 512, 64, 64, 0.1352
 
 
 def graphed(fn):
-    """fn captured in a CUDA graph (after one eager warm-up call): returns the replay."""
+    """fn captured in a CUDA graph (after one eager warm-up call). The graph reads the memory of
+    whatever fn uses at replay: the caller keeps those alive as long as the graph."""
     fn()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return g.replay
+    return g
 
 
 def flashinfer_decode(flashinfer, ckv, kpe, pages, H, B, ctx, rng, workspace):
@@ -52,15 +53,16 @@ def flashinfer_decode(flashinfer, ckv, kpe, pages, H, B, ctx, rng, workspace):
     qo_indptr = torch.arange(B + 1, device="cuda", dtype=torch.int32)
     kv_indptr = torch.arange(B + 1, device="cuda", dtype=torch.int32) * seq_pages
     kv_len = torch.full((B,), ctx, device="cuda", dtype=torch.int32)
-    replays = []
+    graphs, alive = [], []
     for r in range(rot):
         indices = torch.tensor(ids[r * need:(r + 1) * need], device="cuda", dtype=torch.int32)
         w = flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, backend="fa3")
         w.plan(qo_indptr, kv_indptr, indices, kv_len, H, C, DR, PAGE, False, SCALE, torch.bfloat16, torch.bfloat16)
         out = torch.empty(B, H, C, device="cuda", dtype=torch.bfloat16)
-        replays.append(graphed(lambda w=w, out=out: w.run(q_nope, q_pe, ckv, kpe, out=out)))
+        graphs.append(graphed(lambda: w.run(q_nope, q_pe, ckv, kpe, out=out)))
+        alive.append((w, out, indices))  # the wrapper's plan buffers and the page ids the graph reads
     calls = iter(range(10**9))
-    ms = median_ms(lambda: replays[next(calls) % rot](), 2, 9)
+    ms = median_ms(lambda: graphs[next(calls) % rot].replay(), 2, 9)
     return ms, f"flashinfer {flashinfer.__version__} fa3, rotate {rot}"
 
 
