@@ -1,10 +1,10 @@
 #pragma once
 // The flags that place a process among several nodes, with SGLang's names and meaning: --nnodes,
-// --node-rank, --dist-init-addr (node 0's HOST:PORT), and --dist-timeout for the rendezvous.
+// --node-rank, --dist-init-addr (node 0's HOST:PORT), and --dist-timeout for every wait for another process.
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
 
 namespace splash {
 

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/launch_check.h"
+#include "comm/tcp/tcp_process_link.h"
 #include "core/error.h"
 #include "engine/follower_loop.h"
 #ifdef SPLASH_HAVE_MPI
@@ -28,22 +30,21 @@ constexpr int kLostExit = 3;  // an internal error's exit code
 class Launch {
  public:
   explicit Launch(const MultinodeFlags& f) {
-    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout_s * 1000));
 #ifdef SPLASH_HAVE_MPI
     if (launched_by_mpi()) {
       if (f.nnodes > 1) fail("under mpirun the processes come from MPI: drop --nnodes, --node-rank and --dist-init-addr");
       mpi_ = std::make_unique<MpiSession>();
-      if (mpi_->size() > 1) link_ = std::make_shared<MpiProcessLink>(timeout);
+      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout_s * 1000));
+      if (mpi_->size() > 1) link_ = std::make_shared<MpiProcessLink>(*mpi_, timeout);
       return;
     }
 #endif
-    if (f.nnodes > 1)
-      fail("--nnodes {}: serving over several nodes needs an MPI launch (mpirun -np {} splash ...) in this version",
-           f.nnodes, f.nnodes);
+    if (f.nnodes > 1) link_ = std::make_shared<TcpProcessLink>(make_rendezvous_options(f));
   }
   const std::shared_ptr<ProcessLink>& link() const { return link_; }
 
-  // Ends every process of the launch (a lost process leaves nothing to finish in order).
+  // Ends every process of the launch (a lost process leaves nothing to finish in order): MPI ends the
+  // others; over TCP they see this process's connections close.
   [[noreturn]] void end_all(int code) {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -52,12 +53,20 @@ class Launch {
 #endif
     std::_Exit(code);
   }
+  // Ends the launch over a lost process (ProcessLink::lost), saying why. Once: the watch and the main
+  // thread may both come here.
+  [[noreturn]] void end_lost() {
+    ending_.lock();  // never unlocked: the first caller ends the process
+    std::fprintf(stderr, "error: %s; ending every process of the launch\n", link_->lost().c_str());
+    end_all(kLostExit);
+  }
 
  private:
 #ifdef SPLASH_HAVE_MPI
   std::unique_ptr<MpiSession> mpi_;  // declared first: finalised after the link is gone
 #endif
   std::shared_ptr<ProcessLink> link_;
+  std::mutex ending_;
 };
 
 // Process 0 watches the link from a thread of its own: a server would go on answering every request with
@@ -66,11 +75,9 @@ class LossWatch {
  public:
   LossWatch(Launch& launch) : thread_([this, &launch] {
     while (!stop_.load()) {
-      const std::string lost = launch.link()->lost();
-      if (!lost.empty()) {
+      if (!launch.link()->lost().empty()) {
         std::this_thread::sleep_for(std::chrono::seconds(1));
-        std::fprintf(stderr, "error: %s; ending every process of the launch\n", lost.c_str());
-        launch.end_all(kLostExit);
+        launch.end_lost();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -93,15 +100,12 @@ int lead_processes(Launch& launch, ModelSource src, const LeadFn& lead) {
     try {
       code = lead(std::move(src), launch.link());
     } catch (...) {
-      if (!link.lost().empty()) launch.end_all(kLostExit);  // the watch says why
+      if (!link.lost().empty()) launch.end_lost();
       stop_followers(link);
       throw;
     }
   }
-  if (!link.lost().empty()) {
-    std::fprintf(stderr, "error: %s; ending every process of the launch\n", link.lost().c_str());
-    launch.end_all(kLostExit);
-  }
+  if (!link.lost().empty()) launch.end_lost();
   stop_followers(link);
   return code;
 }

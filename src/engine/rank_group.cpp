@@ -102,7 +102,7 @@ RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const 
   }
 }
 
-// CPU ranks talk through the in-process communicator, or the link's (MPI) across processes; GPU ranks
+// CPU ranks talk through the in-process communicator, or the link's (MPI or TCP) across processes; GPU ranks
 // through NCCL on their compute streams, or through the device-local communicator where a GPU hosts
 // several ranks (NCCL refuses that). Across processes, NCCL's group id is process 0's, sent over the link.
 std::vector<std::unique_ptr<Communicator>> RankGroup::make_communicators() {

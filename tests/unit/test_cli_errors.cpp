@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/node_threads.h"
 #include "run_binary.h"
 
 namespace splash {
@@ -115,15 +116,20 @@ TEST(CliGenerate, BadLinesFailAloneAndNameTheirLine) {
   EXPECT_EQ(lines[5]["finish_reason"], "length");
 }
 
-// Several processes come from mpirun: SGLang's multi-node flags without it are refused, not half-obeyed,
-// and the subcommands that run in one process refuse them too.
-TEST(CliErrors, SeveralNodesWithoutMpiAreRefused) {
+// SGLang's multi-node flags start a launch over TCP: a process that finds no node 0 fails within
+// --dist-timeout naming the address (it never hangs), several nodes need node 0's address, and the
+// subcommands that run in one process refuse --nnodes.
+TEST(CliErrors, SeveralNodesNeedNode0AndItsAddress) {
+  const std::string addr = "127.0.0.1:" + std::to_string(node_threads::free_port());  // nobody listens there
   for (const char* cmd : {"check", "generate", "serve"}) {
-    Result r = run(std::string(cmd) + " --nnodes 2 --node-rank 1 --dist-init-addr 127.0.0.1:29500");
+    Result r = run(std::string(cmd) + " --nnodes 2 --node-rank 1 --dist-init-addr " + addr + " --dist-timeout 0.3");
     EXPECT_EQ(r.code, 2) << cmd;
-    EXPECT_THAT(r.output, HasSubstr("--nnodes 2: serving over several nodes needs an MPI launch (mpirun -np 2")) << cmd;
+    EXPECT_THAT(r.output, HasSubstr("node 1 could not reach node 0 at " + addr + " within 0.3 s")) << cmd;
   }
-  Result r = run("simulate --nnodes 2");
+  Result r = run("generate --nnodes 2 --node-rank 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--nnodes 2 needs --dist-init-addr HOST:PORT"));
+  r = run("simulate --nnodes 2");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("this subcommand runs in one process"));
 }

@@ -15,6 +15,8 @@
 
 #include "comm/communicator.h"
 #include "common/collective_scenarios.h"
+#include "common/group_collective_tests.h"
+#include "common/host_rank.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -53,38 +55,11 @@ void expect_all_fail(const std::vector<std::string>& errors, const std::string& 
         << "rank " << r << " threw: '" << errors[r] << "'";
 }
 
-template <typename T>
-Tensor tensor_of(DType dtype, const std::vector<T>& v) {
-  Tensor t = cpu_tensor(dtype, {static_cast<int64_t>(v.size())});
-  if (!v.empty()) std::memcpy(t.data(), v.data(), v.size() * sizeof(T));
-  return t;
-}
+using host_rank::contents;
+using host_rank::HostRank;
+using host_rank::tensor_of;
+
 Tensor f32(const std::vector<float>& v) { return tensor_of(DType::F32, v); }
-
-template <typename T>
-std::vector<T> contents(const Tensor& t) {
-  std::vector<T> v(t.defined() ? t.numel() : 0);
-  if (!v.empty()) std::memcpy(v.data(), t.data(), v.size() * sizeof(T));
-  return v;
-}
-
-// A rank's handle for the shared scenarios (tests/common/collective_scenarios.h): host buffers.
-struct HostRank {
-  Communicator& comm;
-  int rank() const { return comm.rank(); }
-  int size() const { return comm.size(); }
-  template <typename T>
-  Tensor put(DType dtype, const std::vector<T>& v) {
-    return tensor_of(dtype, v);
-  }
-  template <typename T>
-  std::vector<T> get(const Tensor& t) {
-    return contents<T>(t);
-  }
-  void clobber(const Tensor& t) {
-    if (t.defined() && t.numel() > 0) std::memset(t.data(), 0, t.nbytes());
-  }
-};
 
 // Runs a scenario body on every rank of a group of `size`.
 void run_scenario(int size, const std::function<void(HostRank&)>& body) {
@@ -94,18 +69,23 @@ void run_scenario(int size, const std::function<void(HostRank&)>& body) {
   });
 }
 
-// ---- Every collective on every group size.
+// ---- Every collective on every group size: the suite of every CPU group (common/group_collective_tests.h).
+
+const group_tests::GroupRunner kInprocGroup{
+    "inproc", [] { return 1; }, [](int local, const std::function<void(Communicator&)>& body, std::chrono::milliseconds) {
+      group_tests::RanksRun ran{std::vector<int>(local, 0), std::vector<int>(local), run_ranks(local, body)};
+      std::iota(ran.ranks.begin(), ran.ranks.end(), 0);  // thread r runs rank r
+      return ran;
+    }};
+using group_tests::GroupCollectives;
+INSTANTIATE_TEST_SUITE_P(Inproc, GroupCollectives,
+                         ::testing::Combine(::testing::Values(&kInprocGroup), ::testing::Values(1, 2, 3, 4, 8)),
+                         group_tests::ranks_name);
+
+// ---- What only the in-process group promises, or tests harder.
 
 class InprocCollectives : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(InprocSizes, InprocCollectives, ::testing::Values(1, 2, 3, 4, 8));
-
-TEST_P(InprocCollectives, AllReduceF32SumsInRankOrder) {
-  // 1037 spans several accumulator blocks and splits unevenly over the ranks; 1 and 5 leave some
-  // ranks with no slice to reduce.
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int64_t n : {0, 1, 5, 1037}) all_reduce_f32(k, n, 3);
-  });
-}
 
 TEST_P(InprocCollectives, AllReduceBF16IsBitwiseIdenticalAcrossRanksAndRuns) {
   const int t = GetParam();
@@ -116,50 +96,6 @@ TEST_P(InprocCollectives, AllReduceBF16IsBitwiseIdenticalAcrossRanksAndRuns) {
     EXPECT_EQ(first[r], first[0]) << "rank " << r;
     EXPECT_EQ(second[r], first[0]) << "rank " << r;
   }
-}
-
-TEST_P(InprocCollectives, AllGatherConcatenatesInRankOrder) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int64_t n : {0, 1, 6}) {
-      all_gather(k, n, 1, /*in_place=*/false);
-      all_gather(k, n, 2, /*in_place=*/true);
-    }
-  });
-}
-
-TEST_P(InprocCollectives, AllGatherVWithRanksSendingNothing) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int salt = 0; salt < 3; ++salt) all_gather_v(k, salt);
-  });
-}
-
-TEST_P(InprocCollectives, ReduceScatterSumF32AndBF16) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int64_t chunk : {0, 1, 300}) {
-      reduce_scatter_f32(k, chunk, 4, /*in_place=*/false);
-      reduce_scatter_f32(k, chunk, 5, /*in_place=*/true);
-      reduce_scatter_bf16(k, chunk, 4);
-    }
-  });
-}
-
-TEST_P(InprocCollectives, AllToAllEqualChunks) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int64_t chunk : {0, 1, 3}) all_to_all(k, chunk, 6);
-  });
-}
-
-TEST_P(InprocCollectives, AllToAllVWithRanksSendingAndReceivingNothing) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int salt = 0; salt < 4; ++salt) all_to_all_v(k, salt);
-  });
-}
-
-TEST_P(InprocCollectives, BroadcastFromEveryRoot) {
-  run_scenario(GetParam(), [](HostRank& k) {
-    for (int root = k.size() - 1; root >= 0; --root) broadcast(k, 9, root, root);
-    broadcast(k, 0, k.size() - 1, 0);
-  });
 }
 
 TEST_P(InprocCollectives, BarrierOrdersPlainWrites) {

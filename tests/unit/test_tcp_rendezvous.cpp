@@ -3,18 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <future>
-#include <optional>
+#include <thread>
 
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
+#include "common/node_threads.h"
 #include "core/error.h"
 
 namespace splash {
@@ -22,55 +17,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-// A port the kernel just handed out as free (node 0 binds it again with SO_REUSEADDR).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    std::abort();
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using namespace node_threads;
 
 RendezvousOptions node(int nnodes, int rank, int port, std::chrono::milliseconds timeout = 10s) {
   return {nnodes, rank, "127.0.0.1:" + std::to_string(port), timeout};
-}
-
-// What one node's function returned, or the message it failed with.
-struct Outcome {
-  std::string value;
-  std::optional<std::string> error;
-};
-
-// Runs one function per node on its own thread. A node still running after `limit` is a hang: the test
-// binary aborts with a message rather than wait forever.
-std::vector<Outcome> run_nodes(const std::vector<std::function<std::string()>>& nodes, std::chrono::seconds limit = 20s) {
-  std::vector<std::future<std::string>> running;
-  for (const auto& fn : nodes) running.push_back(std::async(std::launch::async, fn));
-  std::vector<Outcome> out(nodes.size());
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (size_t i = 0; i < running.size(); ++i) {
-    if (running[i].wait_until(deadline) != std::future_status::ready) {
-      std::fprintf(stderr, "node %zu still running after %lld s: the rendezvous hangs\n", i,
-                   static_cast<long long>(limit.count()));
-      std::abort();
-    }
-    try {
-      out[i].value = running[i].get();
-    } catch (const Error& e) {
-      out[i].error = e.what();
-    }
-  }
-  return out;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 TEST(TcpRendezvous, ParsesHostPort) {
@@ -104,6 +54,23 @@ TEST(TcpRendezvous, EveryNodeGetsNode0sBytes) {
   for (const Outcome& o : run_nodes(nodes)) {
     ASSERT_FALSE(o.error) << *o.error;
     EXPECT_TRUE(o.value == small + large);
+  }
+}
+
+TEST(TcpRendezvous, AllGatherGivesEveryNodeEveryPartInNodeOrder) {
+  const int port = free_port();
+  std::vector<std::function<std::string()>> nodes;
+  for (int r = 0; r < 3; ++r)
+    nodes.push_back([=] {
+      TcpRendezvous rdv(node(3, r, port));
+      std::string joined;
+      for (const std::string& part : rdv.all_gather(std::string(r, '\0') + std::to_string(r))) joined += part + "|";
+      EXPECT_EQ(rdv.local_host(), "127.0.0.1");  // where the others reach it: over loopback
+      return joined;
+    });
+  for (const Outcome& o : run_nodes(nodes)) {
+    ASSERT_FALSE(o.error) << *o.error;
+    EXPECT_EQ(o.value, std::string("0|") + std::string(1, '\0') + "1|" + std::string(2, '\0') + "2|");
   }
 }
 

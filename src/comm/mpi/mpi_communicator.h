@@ -1,19 +1,12 @@
 #pragma once
-// CPU ranks of several processes talking over MPI, behind the Communicator interface with the in-process
-// group's semantics (comm/inproc_communicator.h): all_reduce_sum and reduce_scatter_sum add in rank order
-// in f32 and round once, so every rank gets the same bits as in one process.
-//
-// Why every rank is its own MPI endpoint (point-to-point messages between rank threads, under
-// MPI_THREAD_MULTIPLE) rather than a hierarchy (an in-process step, then one MPI collective a process):
-// it keeps one code path for ranks in the same and in other processes, and rank-order sums need every
-// rank's input anyway. The cost, T messages a rank per collective, is a CPU test path's, not a GPU's:
-// GPU ranks talk through NCCL.
+// CPU ranks of several processes talking over MPI: the transport (comm/peer_transport.h) under the
+// collectives of comm/peer_communicator.h. Every rank is an MPI endpoint (point-to-point messages between
+// rank threads, under MPI_THREAD_MULTIPLE).
 //
 // The ranks of a process share one MPI communicator per group (a dup of the world, so the compute and
 // transfer groups, and a renewed group, never see each other's messages); a message's tag names its
 // source and destination rank within their processes. Waits poll (comm/mpi/mpi_wait.h): abort() releases
-// them and tells the other processes, whose waits then throw CommAborted too; a wait past the timeout
-// throws CommTimeout and aborts the group.
+// them and tells the other processes, whose waits then end too.
 #include <mpi.h>
 
 #include <atomic>

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace splash {
+#include "comm/tcp/tcp_socket.h"
 
-class RendezvousSocket;  // tcp_rendezvous.cpp
+namespace splash {
 
 struct RendezvousOptions {
   int nnodes = 1;
@@ -20,10 +20,6 @@ struct RendezvousOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(5);
 };
 
-struct HostPort {
-  std::string host;
-  int port = 0;
-};
 // "10.0.0.1:29500", "node0:29500", "[fe80::1]:29500"; fails with a message on anything else.
 HostPort parse_host_port(const std::string& addr);
 
@@ -42,19 +38,25 @@ class TcpRendezvous {
   std::string broadcast(const std::string& blob);
   // Returns on every node once every node has called it.
   void barrier();
+  // Every node's `part`, in node order, on every node.
+  std::vector<std::string> all_gather(const std::string& part);
+  // The numeric address other nodes reach this node at: a peer's end of its connection to node 0, node 0's
+  // end of a connection from a peer ("" with one node).
+  std::string local_host() const;
 
  private:
   void join_as_node0();
   void join_as_peer();
-  // Node 0: waits for one frame of `kind` from every peer at once, so a dead peer is seen at once.
-  void receive_from_every_peer(char kind, const char* during);
+  // Node 0: waits for one frame of `kind` from every peer at once, so a dead peer is seen at once; their
+  // payloads by node rank ([0] empty).
+  std::vector<std::string> receive_from_every_peer(char kind, const char* during);
   // Node 0: tells every connected peer why, then fails with the same message.
   [[noreturn]] void fail_everywhere(const std::string& why);
   // A peer: the next frame from node 0, which must be of `kind` (an error frame from node 0 fails).
   std::string receive_from_node0(char kind, const char* during);
 
   RendezvousOptions opt_;
-  std::vector<RendezvousSocket> peers_;  // node 0: index = node rank (0 unused); a peer: [0] = node 0
+  std::vector<TcpSocket> peers_;  // node 0: index = node rank (0 unused); a peer: [0] = node 0
 };
 
 }  // namespace splash
