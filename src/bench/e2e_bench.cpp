@@ -160,6 +160,31 @@ nlohmann::json phase_json(const Phase& p) {
           {"bound", p.roofline.memory_bound() ? "memory" : "compute"}};
 }
 
+// What ran as CUDA graphs in the timed run (stats before and after it).
+struct GraphRun {
+  bool enabled = false;
+  GraphStats ran;  // replays, captures and eager steps of the run; graphs and pool as after it
+};
+
+GraphRun graph_run(const GroupOptions& g, const GraphStats& before, const GraphStats& after) {
+  GraphRun r{g.graphs.enabled, after};
+  r.ran.replays -= before.replays;
+  r.ran.captures -= before.captures;
+  r.ran.eager -= before.eager;
+  return r;
+}
+
+void print_graphs(const GraphRun& r) {
+  if (!r.enabled) return fmt::print("CUDA graphs: off (--disable-cuda-graph)\n");
+  const GraphStats& s = r.ran;
+  if (s.replays + s.captures == 0)
+    return fmt::print("CUDA graphs: none ran (all {} steps eager: no graphs on this backend or group, or no step fit one)\n",
+                      s.eager);
+  fmt::print("CUDA graphs: {} steps replayed, {} captured (each ran eagerly as its warm-up), {} eager (prefill, "
+             "larger batches); {} graphs held in {:.1f} MiB\n",
+             s.replays, s.captures, s.eager, s.graphs, s.pool_bytes / 1048576.0);
+}
+
 void print_table(const Phase& prefill, const Phase& decode) {
   fmt::print("{:<8} {:>9} {:>9} {:>12} {:>18} {:>12} {:>8}\n", "phase", "tokens", "seconds", "tokens/s",
              "roofline tokens/s", "of roofline", "bound");
@@ -187,7 +212,9 @@ int run_e2e_bench(const E2eBenchOptions& f) {
 
   for (int i = 0; i < f.warmup; ++i)  // same shapes, two output tokens: one prefill and one decode step
     run_batch(engine, setup, f.batch, f.input_len, std::min(f.output_len, 2), f.engine.seed + 1 + i);
+  const GraphStats graphs_before = engine.group().graph_stats();
   const BatchRun run = run_batch(engine, setup, f.batch, f.input_len, f.output_len, f.engine.seed);
+  const GraphRun graphs = graph_run(eo.group, graphs_before, engine.group().graph_stats());
   const Phase prefill = summarize(run, true, limits.limits), decode = summarize(run, false, limits.limits);
 
   fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {} B/elem, KV {} B/elem\n",
@@ -208,6 +235,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
       fmt::print("host per {} step: planning {:.3f} ms + sampling {:.3f} ms = {:.1f}% of the step (the rest is the "
                  "ranks' run, kernel launches included)\n",
                  name, 1e3 * p->plan_seconds / p->steps, 1e3 * p->sample_seconds / p->steps, 100 * p->host_share());
+  print_graphs(graphs);
 
   if (!f.json.empty()) {
     const nlohmann::json j = {{"model", model_name},
@@ -225,7 +253,14 @@ int run_e2e_bench(const E2eBenchOptions& f) {
                         {"peak_source", limits.peak_source},
                         {"prefill", phase_json(prefill)},
                         {"decode", phase_json(decode)},
-                        {"mean_ttft_s", run.mean_ttft_s}};
+                        {"mean_ttft_s", run.mean_ttft_s},
+                        {"cuda_graphs",
+                         {{"enabled", graphs.enabled},
+                          {"replays", graphs.ran.replays},
+                          {"captures", graphs.ran.captures},
+                          {"eager", graphs.ran.eager},
+                          {"graphs", graphs.ran.graphs},
+                          {"pool_bytes", graphs.ran.pool_bytes}}}};
     write_bench_json(f.json, j);
   }
   return 0;

@@ -24,6 +24,7 @@ void add_bench_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& mo
   f.ranks = ranks;
   add_engine_flags(cmd, f);
   add_serving_flags(cmd, f);
+  add_graph_flags(cmd, f);
 }
 
 // Fills the benchmark's engine from the flags and runs it.

@@ -127,6 +127,7 @@ void add_check_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("check", "compare logits and greedy decoding with a reference file");
   add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_switch_flags(*cmd, f->engine);
+  add_graph_flags(*cmd, f->engine);
   cmd->add_option("--reference", f->reference, "reference.safetensors (default: MODEL/reference.safetensors)");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "tokens per prefill chunk (0: whole prompt)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -58,6 +58,13 @@ void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
                "compute every prompt in full (no reuse of cached prefixes)");
 }
 
+void add_graph_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_flag("--disable-cuda-graph", f.disable_cuda_graph, "run every step eagerly (no CUDA graphs of decode steps)");
+  cmd.add_option("--cuda-graph-max-bs", f.cuda_graph_max_bs,
+                 "largest decode batch (rows per rank) run as a CUDA graph; graphs for 1, 2, 4, 8, then every 8")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+}
+
 void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--tokenizer", f.tokenizer,
                  "tokenizer directory or tokenizer.json (default: the model directory's; tokenizer_config.json "
@@ -109,6 +116,7 @@ GroupOptions make_group_options(const EngineFlags& f) {
   g.ranks = f.ranks;
   g.backend = f.backend;
   g.page_size = f.page_size;
+  g.graphs = {!f.disable_cuda_graph, f.cuda_graph_max_bs};
   apply_placement_flags(f.placement, g);
   return g;
 }

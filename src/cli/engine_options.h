@@ -7,6 +7,7 @@
 #include "cli/multinode_flags.h"
 #include "cli/placement_flags.h"
 #include "engine/layout_switcher.h"
+#include "model/step_graphs.h"
 #include "plan/step_plan.h"
 
 namespace splash {
@@ -33,6 +34,8 @@ struct EngineFlags {
   double mem_fraction = 0.9;
   int64_t kv_pages = 0;
   bool disable_prefix_cache = false;  // --disable-radix-cache (SGLang), --no-enable-prefix-caching (vLLM)
+  bool disable_cuda_graph = false;    // --disable-cuda-graph (SGLang)
+  int64_t cuda_graph_max_bs = GraphOptions{}.max_batch;  // --cuda-graph-max-bs (SGLang)
   std::string switch_schedule;   // step=N:LAYOUT,...
   std::string switch_mode = "overlapped";
   std::string tokenizer;  // --tokenizer (serve, generate); empty: the model directory's
@@ -53,6 +56,8 @@ int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);
 AttnForm parse_form_flag(const std::string& s);
 void apply_log_level(const std::string& level);
+// --disable-cuda-graph and --cuda-graph-max-bs (the commands that run the engine: serve, generate, check, bench).
+void add_graph_flags(CLI::App& cmd, EngineFlags& f);
 // --tokenizer (serve, generate: the commands that take text).
 void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f);
 // --log-format (serve, generate); set_log_format (server/log_format.h) applies it.

@@ -171,6 +171,7 @@ void add_generate_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
+  add_graph_flags(*cmd, f->engine);
   add_tokenizer_flag(*cmd, f->engine);
   add_log_format_flag(*cmd, f->engine);
   cmd->add_option("--input", f->input, "JSONL: one {\"prompt\": ...} or {\"input_ids\": [...]} per line, + sampling fields");

@@ -55,6 +55,7 @@ void add_serve_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine, /*across_processes=*/true);
   add_serving_flags(*cmd, f->engine);
   add_switch_flags(*cmd, f->engine);
+  add_graph_flags(*cmd, f->engine);
   add_tokenizer_flag(*cmd, f->engine);
   add_log_format_flag(*cmd, f->engine);
   add_server_flags(*cmd, f->server);

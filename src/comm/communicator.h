@@ -26,6 +26,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Whether a CUDA graph can capture this communicator's collectives (NCCL's, on the stream they are given);
+  // a group of one moves nothing. A host rendezvous cannot be captured.
+  virtual bool capturable() const { return size() == 1; }
 
   // In place: buf = sum over ranks of buf (F32 or BF16). Every rank gets bitwise-identical results.
   virtual void all_reduce_sum(Tensor buf, Stream s = {}) = 0;

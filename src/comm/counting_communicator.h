@@ -21,6 +21,8 @@ class CountingCommunicator : public Communicator {
   explicit CountingCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  // The counters count on the host, as collectives are issued: a replayed graph would issue none.
+  bool capturable() const override { return false; }
   const TrafficCounters& counters() const { return counters_; }
   void reset() { counters_ = {}; }
 

@@ -13,6 +13,7 @@ class RebindableCommunicator final : public Communicator {
 
   int rank() const override { return target_->rank(); }
   int size() const override { return target_->size(); }
+  bool capturable() const override { return target_->capturable(); }
   void all_reduce_sum(Tensor buf, Stream s) override { target_->all_reduce_sum(buf, s); }
   void all_gather(Tensor in, Tensor out, Stream s) override { target_->all_gather(in, out, s); }
   void all_gather_v(Tensor in, Tensor out, const std::vector<int64_t>& counts, Stream s) override {

@@ -3,6 +3,7 @@
 // is the reference; the CUDA backend implements the same calls in bf16/fp8. Shapes use DESIGN's
 // notation: N rows (tokens of the step), H heads held here, C latent, d_r rope, W = C + d_r.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -52,6 +53,28 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
+// CUDA graphs: device work captured once on the compute stream and replayed; new inputs are written into
+// the buffers the capture read.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void replay() = 0;  // on the compute stream
+};
+
+// Where captured work's tensors live: at addresses fixed for as long as its graphs live. Graphs that never
+// run at once share one pool: every warm-up and capture starts over at its beginning, so the pool grows to
+// the largest one's peak, and a graph's tensors hold its results only until the next work in the pool.
+class GraphPool {
+ public:
+  virtual ~GraphPool() = default;
+  // Runs fn eagerly with every tensor it allocates from the pool (started over), growing the pool to what
+  // fn needs: a capture's warm-up, which also makes the plans and buffers fn's kernels keep.
+  virtual void warm_up(const std::function<void()>& fn) = 0;
+  // Captures fn's work (nothing runs); fn must allocate as its warm-up did, since the pool may not grow.
+  virtual std::unique_ptr<DeviceGraph> capture(const std::function<void()>& fn) = 0;
+  virtual int64_t bytes() const = 0;  // device memory the pool holds
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,6 +101,9 @@ class Backend {
   virtual Tensor to_host_f32(Tensor src) = 0;
   // Host tensor of any float dtype -> device tensor of weight_dtype() (or kept as is when `keep_dtype`).
   virtual Tensor upload(Tensor host, DType dtype) = 0;
+
+  // A pool for captured graphs (null: this backend has no graphs).
+  virtual std::unique_ptr<GraphPool> make_graph_pool() { return nullptr; }
 
   // Streams and events: transfers on transfer_stream() overlap computation on compute_stream().
   virtual Stream compute_stream() { return {}; }
@@ -138,6 +164,9 @@ class Backend {
   // w * down_e(silu(gate_e x) * up_e x); gate_up [E_local, 2I, d], down [E_local, d, I].
   virtual void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
                            const Weight& down, int expert_begin) = 0;
+  // Whether moe_experts over `rows` rows of these experts reads nothing back to the host, so that a graph
+  // can capture it.
+  virtual bool moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const { return true; }
 };
 
 }  // namespace splash

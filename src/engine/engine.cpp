@@ -72,7 +72,20 @@ Engine::Engine(ModelSource model, EngineOptions options)
   }
 }
 
+namespace {
+
+void log_graphs(const ModelConfig& cfg, const GroupOptions& g) {
+  if (!g.graphs.enabled) return spdlog::info("CUDA graphs: off (--disable-cuda-graph)");
+  const int64_t reserve = graph_reserve_bytes(cfg, g);
+  if (reserve == 0) return spdlog::info("CUDA graphs: none on this group (a CPU backend, or ranks sharing a GPU)");
+  spdlog::info("CUDA graphs: decode steps of up to {} rows per rank (--cuda-graph-max-bs); {:.1f} MiB per rank "
+               "reserved for their memory before sizing the KV pool", g.graphs.max_batch, reserve / 1048576.0);
+}
+
+}  // namespace
+
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
+  log_graphs(model.config, opt.group);
   // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
   // once its backend exists.
   if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
@@ -138,6 +151,7 @@ int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const Kv
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
   in.kv_elem_bytes = static_cast<int64_t>(dtype_size(sz.kv_dtype));
+  in.reserve_bytes = graph_reserve_bytes(cfg, opt.group);
   const LayoutMemory m = plan_layout(cfg, sizing, in), wanted = plan_layout(cfg, opt.group.layout, in);
   if (!wanted.fits || !m.fits)
     fail("layout {} does not fit: {} (layouts that fit: {})", layout_name(opt.group.layout),

@@ -16,6 +16,8 @@ std::string start_command(const GroupOptions& opt) {
   w.put(opt.layout);
   w.put_string(opt.backend);
   w.put<uint8_t>(opt.count_traffic);
+  w.put<uint8_t>(opt.graphs.enabled);
+  w.put<int64_t>(opt.graphs.max_batch);
   return w.take();
 }
 
@@ -75,6 +77,8 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.layout = r.get<Layout>();
       c.options.backend = r.get_string();
       c.options.count_traffic = r.get<uint8_t>() != 0;
+      c.options.graphs.enabled = r.get<uint8_t>() != 0;
+      c.options.graphs.max_batch = r.get<int64_t>();
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:

@@ -11,6 +11,7 @@
 #include "engine/group_command.h"
 #include "engine/rank_placement.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "layout/graph_memory.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
 #include "model/rope_table.h"
@@ -33,6 +34,8 @@ struct RankGroup::Worker {
   int index = 0;  // among this process's ranks
   std::unique_ptr<Backend> backend;
   std::unique_ptr<DeepseekModel> model;
+  std::unique_ptr<StepGraphs> graphs;  // wraps the model's forward
+  uint64_t graphs_comm_generation = 0;  // the communicators the graphs may have captured
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -50,6 +53,13 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, const
 #else
   fail("unknown or unavailable backend '{}' (this build has: cpu)", name);
 #endif
+}
+
+int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt) {
+  if (!opt.graphs.enabled || opt.backend == "cpu" || (!opt.link && shares_a_device(rank_devices(opt.ranks, opt.devices))))
+    return 0;
+  return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size,
+                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).kv_dtype)));
 }
 
 KvSizing backend_dtypes(const std::string& name) {
@@ -143,6 +153,7 @@ void RankGroup::renew_communicators() {
   }
   comms_ = std::move(comms);
   transfer_comms_ = std::move(transfer);
+  ++comm_generation_;
 }
 
 void RankGroup::load_ranks(const WeightSource& weights) {
@@ -164,6 +175,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
     RankEnv env{be, *comm_refs_[w.index], *transfer_comm_refs_[w.index], cfg_,
                 make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
     w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_));
+    w.graphs = std::make_unique<StepGraphs>(*w.model, opt.graphs);
   });
 }
 
@@ -326,6 +338,7 @@ void RankGroup::reload_weights(const WeightSource& weights, const WeightOrigin& 
 void RankGroup::release_memory() {
   announce([] { return simple_command(CommandKind::ReleaseMemory); });
   dispatch([](Worker& w) {
+    w.graphs->clear();
     w.model->weights() = ModelWeights();
     w.model->env().kv_pool = Tensor();
     w.backend->release_free_memory();
@@ -439,6 +452,8 @@ void RankGroup::on_each_rank(const std::function<void(RankEnv&)>& fn) {
   dispatch([&](Worker& w) { fn(w.model->env()); });
 }
 
+GraphStats RankGroup::graph_stats() const { return workers_.front()->graphs->stats(); }
+
 void RankGroup::synchronize() {
   announce([] { return simple_command(CommandKind::Synchronize); });
   dispatch([](Worker& w) { w.backend->synchronize(); });
@@ -451,7 +466,11 @@ StepOutput RankGroup::run(const StepPlan& plan, const SwitchSchedule* carried) {
   dispatch([&](Worker& w) {
     std::unique_ptr<RankSwitch> sw;
     if (carried) sw = std::make_unique<RankSwitch>(w.model->env(), w.model->weights(), *carried, opt_.page_size);
-    StepOutput o = w.model->forward(plan, sw.get());
+    if (w.graphs_comm_generation != comm_generation_) {  // new communicators: the graphs' NCCL calls are stale
+      w.graphs->clear();
+      w.graphs_comm_generation = comm_generation_;
+    }
+    StepOutput o = w.graphs->forward(plan, sw.get());
     if (w.rank == 0) out = std::move(o);
   });
   return out;

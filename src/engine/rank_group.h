@@ -35,6 +35,7 @@
 #include "comm/rebindable_communicator.h"
 #include "kv/kv_cache_manager.h"
 #include "model/deepseek_model.h"
+#include "model/step_graphs.h"
 #include "model/weight_source.h"
 #include "plan/step_plan.h"
 #include "switch/switch_schedule.h"
@@ -50,6 +51,8 @@ struct GroupOptions {
   // that share a device talk through the device-local communicator (engine/rank_placement.h).
   std::vector<int> devices;
   bool count_traffic = false;  // wrap communicators to count bytes received per collective kind
+  // CUDA graphs of decode steps (model/step_graphs.h): on GPU ranks whose collectives are NCCL's.
+  GraphOptions graphs;
   // The processes the group spans (null: this one alone); their ranks use no `devices` (local rank i
   // runs on GPU i).
   std::shared_ptr<ProcessLink> link;
@@ -82,6 +85,10 @@ struct KvSizing {
 };
 // A backend's element types, known without making one (to plan memory before loading weights).
 KvSizing backend_dtypes(const std::string& name);
+// Device memory per rank the group's CUDA graphs may take (layout/graph_memory.h), which the memory plan
+// reserves: 0 unless graphs are on, on a GPU backend, with no two ranks on one device (ranks that share
+// one talk through the device-local communicator, whose host rendezvous a graph cannot capture).
+int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt);
 // Pages one layer's full projections take in a pool of `page_size`-token latent pages (the run a
 // replicated layout holds per layer).
 int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes);
@@ -147,6 +154,8 @@ class RankGroup {
   void on_each_rank(const std::function<void(RankEnv&)>& fn);
   // Waits until every rank's device work has finished.
   void synchronize();
+  // The CUDA graphs of this process's first rank (what ran as graphs, what they hold).
+  GraphStats graph_stats() const;
 
  private:
   struct Worker;
@@ -182,6 +191,7 @@ class RankGroup {
   std::vector<std::unique_ptr<Communicator>> transfer_comms_;
   // What the ranks' environments hold: they stay put while renew_communicators() swaps the sets above.
   std::vector<std::unique_ptr<RebindableCommunicator>> comm_refs_, transfer_comm_refs_;
+  uint64_t comm_generation_ = 0;  // sets of communicators made so far (graphs captured older ones' collectives)
   std::mutex error_mu_;
   std::exception_ptr first_error_;  // of the task in flight: the first rank's, under error_mu_
   std::string shut_down_;           // why the group no longer runs tasks ("" while it does)

@@ -17,6 +17,9 @@ std::optional<Layout> parse_layout(std::string_view s);
 // Q-B (or q_proj), KV-B and O sharded by head across ranks (TP, DOP) or replicated (DP, CP).
 inline bool projections_sharded(Layout l) { return l == Layout::TP || l == Layout::DOP; }
 
+// Does each rank attend for its own requests' rows only (DP-attention, DOP), or for every row (TP, CP)?
+inline bool attends_own_rows(Layout l) { return l == Layout::DP || l == Layout::DOP; }
+
 // Does `rank` of T hold the latent of position `pos` of a request owned by `owner`? CP interleaves
 // positions token by token across ranks.
 inline bool holds_position(Layout l, int rank, int T, int owner, int64_t pos) {

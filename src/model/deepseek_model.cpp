@@ -80,21 +80,13 @@ void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer,
   env_.comm.all_reduce_sum(out);
 }
 
-StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan) {
+DeviceOutputs DeepseekModel::logits(Tensor hidden, const StepInputs& inputs, const Tensor& packed) {
   Backend& be = env_.be;
-  std::vector<int32_t> rows, greedy;  // rows whose logits go to the host; rows sampled greedily here
-  int64_t row = 0;
-  for (const StepSeq& s : plan.seqs) {
-    for (int64_t j = 0; j < s.n_new; ++j, ++row) {
-      if (plan.all_logits) rows.push_back(static_cast<int32_t>(row));
-      else if (s.logits && j == s.n_new - 1) (s.greedy ? greedy : rows).push_back(static_cast<int32_t>(row));
-    }
-  }
-  const int64_t n_host = static_cast<int64_t>(rows.size());
-  rows.insert(rows.end(), greedy.begin(), greedy.end());
-  const int64_t n = static_cast<int64_t>(rows.size()), d = hidden.size(1), V = env_.cfg.vocab_size;
+  const Tensor rows = inputs.logit_rows(packed);
+  const int64_t n_host = inputs.host_rows();
+  const int64_t n = rows.numel(), d = hidden.size(1), V = env_.cfg.vocab_size;
   Tensor h = be.empty(be.act_dtype(), {n, d});
-  if (n > 0) be.gather_rows(h, hidden, upload_i32(be, rows));
+  if (n > 0) be.gather_rows(h, hidden, rows);
   be.rms_norm(h, h, w_.final_norm, static_cast<float>(env_.cfg.rms_norm_eps));
   const int64_t v_local = w_.lm_head.out_features();
   Tensor full = be.empty(DType::F32, {n, v_local});
@@ -106,28 +98,49 @@ StepOutput DeepseekModel::logits(Tensor hidden, const StepPlan& plan) {
     full = be.empty(DType::F32, {n, V});
     for (int r = 0; r < T; ++r) be.copy(full.slice(1, r * v_local, (r + 1) * v_local), parts.select(0, r));
   }
-  StepOutput out;
+  DeviceOutputs out;
+  out.logits = full.slice(0, 0, n_host);
   if (n > n_host) {
-    Tensor ids = be.empty(DType::I32, {n - n_host}), host = cpu_tensor(DType::I32, {n - n_host});
-    be.argmax_rows(ids, full.slice(0, n_host, n));
-    be.copy(host, ids);
-    out.greedy_tokens.assign(host.ptr<int32_t>(), host.ptr<int32_t>() + host.numel());
+    out.greedy_ids = be.empty(DType::I32, {n - n_host});
+    be.argmax_rows(out.greedy_ids, full.slice(0, n_host, n));
   }
-  out.logits = be.to_host_f32(full.slice(0, 0, n_host));
   return out;
 }
 
-StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfers) {
+StepOutput DeepseekModel::read(const DeviceOutputs& d, int64_t host_rows, int64_t greedy_rows) {
   Backend& be = env_.be;
-  if (!plan.page_copies.empty()) copy_pages(env_, plan.page_copies[env_.rank()]);
+  StepOutput out;
+  if (greedy_rows > 0) {
+    Tensor host = cpu_tensor(DType::I32, {greedy_rows});
+    be.copy(host, d.greedy_ids.slice(0, 0, greedy_rows));
+    out.greedy_tokens.assign(host.ptr<int32_t>(), host.ptr<int32_t>() + host.numel());
+  }
+  out.logits = be.to_host_f32(d.logits.slice(0, 0, host_rows));
+  return out;
+}
+
+void DeepseekModel::copy_pages(const StepPlan& plan) {
+  if (!plan.page_copies.empty()) splash::copy_pages(env_, plan.page_copies[env_.rank()]);
+}
+
+StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfers) {
+  copy_pages(plan);
   if (plan.rows() == 0 && !transfers) return {};  // only the copies
+  const StepInputs inputs(plan, env_.rank(), env_.cfg.num_hidden_layers);
+  const Tensor packed = env_.be.upload(inputs.pack().host(), DType::I32);  // every index of the step at once
+  return read(compute(plan, inputs, packed, transfers), inputs.host_rows(), inputs.greedy_rows());
+}
+
+DeviceOutputs DeepseekModel::compute(const StepPlan& plan, const StepInputs& inputs, const Tensor& packed,
+                                     LayerTransfers* transfers) {
+  Backend& be = env_.be;
   const int L = env_.cfg.num_hidden_layers;
-  const StepAttention sa(be, plan, env_.rank(), L);  // every layer's attention metadata, uploaded once
+  const StepAttention sa = inputs.attention(packed);
   const int64_t N = plan.rows(), d = env_.cfg.hidden_size;
   const float eps = static_cast<float>(env_.cfg.rms_norm_eps);
   Tensor x = be.empty(be.act_dtype(), {N, d}), xn = be.empty(be.act_dtype(), {N, d}),
          y = be.empty(be.act_dtype(), {N, d});
-  be.embedding(x, upload_i32(be, plan.tokens), w_.embed);
+  be.embedding(x, inputs.tokens(packed), w_.embed);
   if (transfers) transfers->start_layer(0);  // the one exposed transfer
   for (int l = 0; l < L; ++l) {
     if (transfers) {
@@ -136,13 +149,61 @@ StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfer
     }
     const LayerWeights& lw = w_.layers[l];
     be.rms_norm(xn, x, lw.input_norm, eps);
-    mla_attention(env_, lw.attn, l, plan.layout, sa, xn, y);
+    mla_attention(env_, lw.attn, l, inputs.layout(), sa, xn, y);
     be.add(x, x, y);
     be.rms_norm(xn, x, lw.post_attention_norm, eps);
     mlp(lw, plan, l, xn, x, y);
     be.add(x, x, y);
   }
-  return logits(x, plan);
+  return logits(x, inputs, packed);
+}
+
+bool DeepseekModel::capturable(int64_t rows) const {
+  if (routing_hook_ || !env_.comm.capturable()) return false;
+  for (const LayerWeights& lw : w_.layers)
+    if (lw.moe && !env_.be.moe_experts_capturable(rows, lw.moe->experts_gate_up, lw.moe->experts_down)) return false;
+  return true;
+}
+
+uint64_t DeepseekModel::state_fingerprint() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over (address, elements) of every tensor
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  auto tensor = [&](const Tensor& t) {
+    mix(reinterpret_cast<uintptr_t>(t.data()));
+    mix(t.defined() ? static_cast<uint64_t>(t.numel()) : 0);
+  };
+  auto weight = [&](const Weight& w) {
+    tensor(w.w);
+    tensor(w.scale_inv);
+  };
+  auto gated = [&](const MlpWeights& m) {
+    weight(m.gate_up);
+    weight(m.down);
+  };
+  tensor(w_.embed);
+  tensor(w_.final_norm);
+  weight(w_.lm_head);
+  for (const LayerWeights& lw : w_.layers) {
+    tensor(lw.input_norm);
+    tensor(lw.post_attention_norm);
+    const AttentionWeights& a = lw.attn;
+    for (const Weight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o}) weight(*w);
+    tensor(a.q_a_norm);
+    tensor(a.kv_a_norm);
+    if (lw.mlp) gated(*lw.mlp);
+    if (lw.moe) {
+      weight(lw.moe->router);
+      tensor(lw.moe->score_bias);
+      weight(lw.moe->experts_gate_up);
+      weight(lw.moe->experts_down);
+      mix(static_cast<uint64_t>(lw.moe->expert_begin));
+      if (lw.moe->shared) gated(*lw.moe->shared);
+    }
+  }
+  tensor(env_.kv_pool);
+  tensor(env_.rope.cos);
+  tensor(env_.rope.sin);
+  return h;
 }
 
 }  // namespace splash

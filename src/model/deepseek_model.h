@@ -6,9 +6,17 @@
 #include "model/model_weights.h"
 #include "model/rank_env.h"
 #include "model/routing_hook.h"
+#include "model/step_inputs.h"
 #include "plan/step_plan.h"
 
 namespace splash {
+
+// What a step's device work leaves for the host: f32 logits [rows, V] of the rows that go to the host
+// and the argmax (I32) of the greedy rows (undefined when there are none).
+struct DeviceOutputs {
+  Tensor logits;
+  Tensor greedy_ids;
+};
 
 class DeepseekModel {
  public:
@@ -20,12 +28,27 @@ class DeepseekModel {
   // Check-only: expert choices replaced or router scores observed (null: none).
   void set_routing_hook(RoutingHook* hook) { routing_hook_ = hook; }
 
+  // The forward's parts, which a CUDA graph wraps (model/step_graphs.h): the page copies the plan asks
+  // for; the device work of the step over `packed`, the upload of inputs' pack (inputs made from the
+  // same plan); and the read-back of its first host_rows logit rows and greedy_rows greedy rows.
+  void copy_pages(const StepPlan& plan);
+  DeviceOutputs compute(const StepPlan& plan, const StepInputs& inputs, const Tensor& packed,
+                        LayerTransfers* in_transit = nullptr);
+  StepOutput read(const DeviceOutputs& out, int64_t host_rows, int64_t greedy_rows);
+  // Whether a step of `rows` rows (no switch in transit) runs without the host in its device work, so
+  // that a graph can capture it: every collective capturable (communicator), no MoE layer reading its
+  // expert counts back, no routing hook.
+  bool capturable(int64_t rows) const;
+  // Identifies the addresses and sizes of everything the device work reads besides its inputs (weights,
+  // latent pool, rope table): a graph captured under another value addresses memory that moved.
+  uint64_t state_fingerprint() const;
+
   RankEnv& env() { return env_; }
   ModelWeights& weights() { return w_; }
 
  private:
   void mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor x_unnormed, Tensor out);
-  StepOutput logits(Tensor hidden, const StepPlan& plan);
+  DeviceOutputs logits(Tensor hidden, const StepInputs& inputs, const Tensor& packed);
 
   RankEnv env_;
   ModelWeights w_;

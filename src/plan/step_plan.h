@@ -32,6 +32,9 @@ struct StepSeq {
   // That row's token is its argmax, taken on the device: the step returns the token, not the logits
   // (greedy requests that want no logprobs). Ignored when the plan asks for all logits.
   bool greedy = false;
+  // A row added to fill a CUDA graph's batch size (plan/padded_plan.h): it holds no KV, stores none,
+  // attends to nothing, and its outputs are dropped.
+  bool padding = false;
 };
 
 struct StepPlan {

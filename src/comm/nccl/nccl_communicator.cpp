@@ -58,6 +58,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool capturable() const override { return true; }  // NCCL's collectives are kernels on the stream
   // Ranks of other processes are not reached: their NCCL calls fail or time out on their own.
   void abort() override { group_->abort(); }
 

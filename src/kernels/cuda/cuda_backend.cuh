@@ -36,6 +36,7 @@ enum DeviceErrorCode : int { kErrNone = 0, kErrTokenId = 1, kErrPosition = 2, kE
 
 class HostStaging;
 class Blas;
+class GraphArena;
 
 class CudaBackend final : public Backend {
  public:
@@ -85,6 +86,12 @@ class CudaBackend final : public Backend {
   void argmax_rows(Tensor ids, Tensor logits) override;
   void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
                    const Weight& down, int expert_begin) override;
+  bool moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const override;
+
+  std::unique_ptr<GraphPool> make_graph_pool() override;
+  // Serve every empty() from `arena` (null: the stream-ordered pool again); see cuda_graph.cu.
+  void allocate_from(std::shared_ptr<GraphArena> arena) { arena_ = std::move(arena); }
+  cudaStream_t compute() const { return ctx_->compute; }
 
   size_t bytes_in_use() const { return ctx_->bytes_in_use.load(); }
 
@@ -105,6 +112,7 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate);
 
   std::shared_ptr<DeviceContext> ctx_;
+  std::shared_ptr<GraphArena> arena_;  // while warming up or capturing a graph
   std::unique_ptr<HostStaging> staging_;
   std::shared_ptr<void> pinned_buffer(size_t bytes);  // nullptr: none free (use pageable memory)
   std::vector<std::pair<size_t, std::shared_ptr<void>>> pinned_;

@@ -1,9 +1,11 @@
-// The device arena (a stream-ordered memory pool per backend) and the pinned staging ring.
+// The device arena (a stream-ordered memory pool per backend, or a graph's arena while one is warmed up or
+// captured) and the pinned staging ring.
 #include "kernels/cuda/cuda_check.cuh"
 #include <cstdint>
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/graph_arena.cuh"
 #include "kernels/cuda/peer_access.h"
 
 namespace splash::cuda {
@@ -62,7 +64,10 @@ Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStrea
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   void* p = nullptr;
   std::shared_ptr<void> owner;
-  if (bytes > 0) {
+  if (bytes > 0 && arena_) {
+    owner = arena_->allocate(bytes);
+    p = owner.get();
+  } else if (bytes > 0) {
     const cudaError_t err = cudaMallocFromPoolAsync(&p, bytes, ctx_->pool, st);
     if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free allocation error so the caller can recover

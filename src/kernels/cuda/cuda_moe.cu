@@ -242,6 +242,16 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
+// How moe_experts runs N rows of x through experts gate_up [E, 2I, d] and down [E, d, I]: the GEMV
+// kernels, the padded batched GEMM, or GEMMs sized by the expert counts read back to the host.
+enum class MoePath { Gemv, Padded, CountsReadBack };
+MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw) {
+  const int64_t N = x.size(0), E = gw.size(0);
+  if (N <= kGemvRowsMax && moe_gemv_fits(x, gw, dw)) return MoePath::Gemv;
+  if (E * N <= kPaddedRowsMax) return MoePath::Padded;
+  return MoePath::CountsReadBack;
+}
+
 // One expert's GEMM in a grouped call: D (m x n) = A^T B in column-major terms.
 struct ExpertGemm {
   const void* a;
@@ -335,13 +345,14 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     SPLASH_CUDA_LAUNCHED();
   };
 
-  if (N <= kGemvRowsMax && moe_gemv_fits(x, gw, dw)) {
+  const MoePath path = moe_path(x, gw, dw);
+  if (path == MoePath::Gemv) {
     Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
     moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
     combine(y, pos_of);
     return;
   }
-  if (int64_t{E} * N <= kPaddedRowsMax) {
+  if (path == MoePath::Padded) {
     const int64_t R = int64_t{E} * N;
     Tensor xs = empty(x.dtype(), {R, d}), gu = empty(x.dtype(), {R, I2}), h = empty(x.dtype(), {R, I}),
            y = empty(x.dtype(), {R, d}), padded_pos = empty(DType::I32, {entries});
@@ -443,6 +454,12 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   silu_mul(h, gu);
   expert_gemms(dw, h, y);
   combine(y, pos_of);
+}
+
+// x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data.
+bool CudaBackend::moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const {
+  const Tensor x(nullptr, gate_up.w.dtype(), {rows, gate_up.w.size(2)}, Device::CUDA);
+  return moe_path(x, gate_up.w, down.w) != MoePath::CountsReadBack;
 }
 
 }  // namespace splash::cuda

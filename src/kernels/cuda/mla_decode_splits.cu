@@ -129,7 +129,9 @@ int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
   return best;
 }
 
-// Calls on one stream run in order, so each may reuse the buffer of the one before.
+// Calls on one stream run in order, so each may reuse the buffer of the one before. A buffer that
+// grows leaves the old one allocated: captured CUDA graphs keep addressing it (and growing by doubling
+// bounds what is left behind by what is in use).
 void reserve_partials(SplitResults& r, cudaStream_t s) {
   if (r.splits <= 1) return;
   static std::mutex mu;
@@ -139,17 +141,18 @@ void reserve_partials(SplitResults& r, cudaStream_t s) {
   std::lock_guard<std::mutex> lock(mu);
   auto& [ptr, cap] = buffers[{current_device(), s}];
   if (cap < bytes) {
-    if (ptr) {
-      SPLASH_CUDA_CHECK(cudaStreamSynchronize(s));
-      SPLASH_CUDA_CHECK(cudaFree(ptr));
-      ptr = nullptr, cap = 0;
-    }
-    SPLASH_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-    cap = bytes;
+    const size_t grown = std::max(bytes, 2 * cap);
+    SPLASH_CUDA_CHECK(cudaMalloc(&ptr, grown));
+    cap = grown;
   }
   r.part_o = static_cast<float*>(ptr);
   r.part_lse = r.part_o + parts * r.C;
 }
+
+// The split count depends on the row count's and the page table width's power-of-two classes only, so
+// that a step padded to a CUDA graph's batch size, or its table to a wider class, splits each row's
+// tokens as the unpadded step does: the replay's results equal the eager step's bit for bit.
+int64_t pow2_class(int64_t v) { return int64_t{1} << (v <= 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(v - 1))); }
 
 }  // namespace
 
@@ -160,7 +163,7 @@ PagedRows paged_rows(const Tensor& q, const PagedKv& kv) {
 }
 
 SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s) {
-  const int64_t N = out.size(0), max_len = kv.page_table.size(1) * kv.pool.size(1);
+  const int64_t N = out.size(0), max_len = pow2_class(kv.page_table.size(1)) * kv.pool.size(1);
   SplitResults r{out.ptr<bf16>(),
                  out.stride(0),
                  out.stride(1),
@@ -171,7 +174,7 @@ SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& 
                  static_cast<int>(N),
                  static_cast<int>(out.size(1)),
                  static_cast<int>(out.size(2)),
-                 choose_splits(N * head_groups, max_len, sm_count(), kSplitGranule)};
+                 choose_splits(pow2_class(N) * head_groups, max_len, sm_count(), kSplitGranule)};
   reserve_partials(r, s);
   return r;
 }

@@ -1,28 +1,27 @@
 #include "model/attention/step_attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 
 #include "core/error.h"
-#include "core/upload.h"
 
 namespace splash {
-StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int layers) : page_size_(plan.page_size) {
+StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, IndexPack& pack) : page_size_(plan.page_size) {
   const int T = plan.ranks, L = layers;
   SPLASH_CHECK(static_cast<int>(plan.pages.size()) == T && rank < T, "plan for {} ranks on rank {}", plan.pages.size(), rank);
   const std::vector<std::shared_ptr<const SeqPages>>& pages = plan.pages[rank];
-  auto owner_of = [&](int32_t row) { return plan.seqs[plan.seq_of_row[row]].owner; };
+  // Local tokens of a sequence's first ctx positions (none of a padding row's, which has no KV).
+  auto held = [&](const StepSeq& s, int64_t ctx) { return s.padding ? 0 : held_tokens(plan.layout, rank, T, s.owner, ctx); };
   // Local tokens of a row's sequence visible to it (causal, this rank's positions only).
-  auto visible = [&](int32_t row) {
-    return held_tokens(plan.layout, rank, T, owner_of(row), plan.positions[row] + int64_t{1});
-  };
+  auto visible = [&](int32_t row) { return held(plan.seqs[plan.seq_of_row[row]], plan.positions[row] + int64_t{1}); };
   auto pages_of = [&](int32_t si) -> const SeqPages& {
     SPLASH_CHECK(pages[si], "rank {} holds no pages for request {}", rank, plan.seqs[si].id);
     return *pages[si];
   };
 
   std::vector<int32_t> attended;
-  if (plan.layout == Layout::DP || plan.layout == Layout::DOP) {
+  if (attends_own_rows(plan.layout)) {
     attended = plan.rows_of_owner[rank];
   } else {
     attended.resize(static_cast<size_t>(plan.rows()));
@@ -43,7 +42,7 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
     const int64_t pos = plan.positions[n];
     attended_pos.push_back(static_cast<int32_t>(pos));
     (attends_expanded(plan.layout, plan.form, s.n_new) ? e_idx : a_idx).push_back(static_cast<int32_t>(a));
-    if (!holds_position(plan.layout, rank, T, s.owner, pos)) continue;
+    if (s.padding || !holds_position(plan.layout, rank, T, s.owner, pos)) continue;
     const int64_t local = held_tokens(plan.layout, rank, T, s.owner, pos);
     for (int l = 0; l < L; ++l) store[l * A + a] = pages_of(si).slot(l, local, page_size_);
   }
@@ -59,7 +58,7 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
     a_seq.push_back(it->second);
     a_len.push_back(static_cast<int32_t>(visible(n)));
   }
-  const int64_t S = static_cast<int64_t>(table_row.size()), P = static_cast<int64_t>(max_pages);
+  const int64_t S = static_cast<int64_t>(table_row.size()), P = static_cast<int64_t>(std::bit_ceil(max_pages));
   std::vector<int32_t> table(static_cast<size_t>(L * S * P), 0);
   for (auto [si, row] : table_row) {
     if (!pages[si]) continue;  // this rank holds none of the request's tokens (rows then see 0 tokens)
@@ -80,9 +79,9 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
     if (it == token_start.end()) {
       it = token_start.emplace(si, static_cast<int32_t>(numbering.size())).first;
       const StepSeq& s = plan.seqs[si];
-      const int64_t held = held_tokens(plan.layout, rank, T, s.owner, s.start + s.n_new);
-      for (int64_t t = 0; t < held; ++t) numbering.push_back(page_base + static_cast<int32_t>(t));
-      if (held > 0) {
+      const int64_t tokens = held(s, s.start + s.n_new);
+      for (int64_t t = 0; t < tokens; ++t) numbering.push_back(page_base + static_cast<int32_t>(t));
+      if (tokens > 0) {
         e_seqs.push_back(si);
         page_base += static_cast<int32_t>(pages_of(si).layers[0].size()) * page_size_;
       }
@@ -96,20 +95,40 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
   for (int l = 0; l < L; ++l)
     for (int32_t si : e_seqs) e_pages.insert(e_pages.end(), pages[si]->layers[l].begin(), pages[si]->layers[l].end());
 
-  attended_rows_ = upload_i32(be, attended);
-  positions_ = upload_i32(be, plan.positions);
-  attended_positions_ = upload_i32(be, attended_pos);
-  rows_by_owner_ = upload_i32(be, by_owner);
-  store_slots_ = upload_i32(be, store, {L, A});
-  expanded_ = {static_cast<int64_t>(e_idx.size()), upload_i32(be, e_idx)};
-  absorbed_ = {static_cast<int64_t>(a_idx.size()), upload_i32(be, a_idx)};
-  page_table_ = upload_i32(be, table, {L, S, P});
-  absorbed_seq_ = upload_i32(be, a_seq);
-  absorbed_len_ = upload_i32(be, a_len);
-  expanded_numbering_ = upload_i32(be, numbering);
-  expanded_pages_ = upload_i32(be, e_pages, {L, Pe});
-  expanded_start_ = upload_i32(be, e_start);
-  expanded_len_ = upload_i32(be, e_len);
+  slots_.attended_rows = pack.add(attended);
+  slots_.positions = pack.add(plan.positions);
+  slots_.attended_positions = pack.add(attended_pos);
+  slots_.rows_by_owner = pack.add(by_owner);
+  slots_.store_slots = pack.add(store, {L, A});
+  expanded_.count = static_cast<int64_t>(e_idx.size());
+  slots_.expanded = pack.add(e_idx);
+  absorbed_.count = static_cast<int64_t>(a_idx.size());
+  slots_.absorbed = pack.add(a_idx);
+  slots_.page_table = pack.add(table, {L, S, P});
+  slots_.absorbed_seq = pack.add(a_seq);
+  slots_.absorbed_len = pack.add(a_len);
+  slots_.expanded_numbering = pack.add(numbering);
+  slots_.expanded_pages = pack.add(e_pages, {L, Pe});
+  slots_.expanded_start = pack.add(e_start);
+  slots_.expanded_len = pack.add(e_len);
+}
+
+void StepAttention::bind(const IndexPack& pack, const Tensor& device) {
+  auto view = [&](int slot) { return pack.view(device, slot); };
+  attended_rows_ = view(slots_.attended_rows);
+  positions_ = view(slots_.positions);
+  attended_positions_ = view(slots_.attended_positions);
+  rows_by_owner_ = view(slots_.rows_by_owner);
+  store_slots_ = view(slots_.store_slots);
+  expanded_.index = view(slots_.expanded);
+  absorbed_.index = view(slots_.absorbed);
+  page_table_ = view(slots_.page_table);
+  absorbed_seq_ = view(slots_.absorbed_seq);
+  absorbed_len_ = view(slots_.absorbed_len);
+  expanded_numbering_ = view(slots_.expanded_numbering);
+  expanded_pages_ = view(slots_.expanded_pages);
+  expanded_start_ = view(slots_.expanded_start);
+  expanded_len_ = view(slots_.expanded_len);
 }
 
 PagedKv StepAttention::paged(int layer, Tensor pool) const {

@@ -1,13 +1,16 @@
 #pragma once
 // One rank's attention metadata for one step, for every layer: which rows it attends for (all rows in
 // TP and CP, its own requests' in DP-attention and DOP), in which form, where it stores their latents,
-// and which of its latent tokens each row sees. Built from the step plan and uploaded once per step;
-// a layer only takes its slice of the per-layer tables (and maps the expanded rows' token numbering
-// through its pages on the device).
+// and which of its latent tokens each row sees. Built from the step plan into the step's index pack
+// (core/index_pack.h), uploaded once per step; a layer only takes its slice of the per-layer tables (and
+// maps the expanded rows' token numbering through its pages on the device). Page tables are as wide as
+// the power of two at or above the longest sequence's pages, so that a CUDA graph of the step serves
+// contexts up to that width.
 #include <cstdint>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/index_pack.h"
 #include "plan/step_plan.h"
 
 namespace splash {
@@ -29,7 +32,10 @@ struct FormRows {
 
 class StepAttention {
  public:
-  StepAttention(Backend& be, const StepPlan& plan, int rank, int layers);
+  // The metadata of `rank` for the plan, added to `pack`; usable once bound to the pack's upload.
+  StepAttention(const StepPlan& plan, int rank, int layers, IndexPack& pack);
+  // Takes the device tensors from `device`, the upload of the pack given to the constructor.
+  void bind(const IndexPack& pack, const Tensor& device);
 
   int64_t attended_count() const { return attended_count_; }
   Tensor attended_rows() const { return attended_rows_; }  // [A] step rows
@@ -49,6 +55,11 @@ class StepAttention {
   ExpandedKv expanded_kv(Backend& be, int layer) const;
 
  private:
+  // The pack's slots of the tensors below.
+  struct Slots {
+    int attended_rows, positions, attended_positions, rows_by_owner, store_slots, expanded, absorbed, page_table,
+        absorbed_seq, absorbed_len, expanded_numbering, expanded_pages, expanded_start, expanded_len;
+  } slots_{};
   int page_size_ = 0;
   int64_t attended_count_ = 0;
   Tensor attended_rows_, positions_, attended_positions_, rows_by_owner_;
