@@ -6,6 +6,7 @@
 
 #include "cli/multinode_flags.h"
 #include "cli/placement_flags.h"
+#include "core/kv_cache_dtype.h"
 #include "engine/layout_switcher.h"
 #include "plan/step_plan.h"
 
@@ -21,6 +22,7 @@ struct EngineFlags {
   std::string cost_profile;        // auto: the profile from `splash calibrate` (else measured at start-up)
   std::string backend = "cpu";
   int page_size = 64;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8_e4m3 (SGLang's, vLLM's name)
   std::string attn_form = "auto";
   std::string log_level = "info";
   std::string log_format = "text";  // --log-format (serve, generate): text | json
@@ -52,6 +54,7 @@ GroupOptions make_group_options(const EngineFlags& f);
 int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);
 AttnForm parse_form_flag(const std::string& s);
+KvCacheDtype parse_kv_cache_dtype_flag(const std::string& s);
 void apply_log_level(const std::string& level);
 // --tokenizer (serve, generate: the commands that take text).
 void add_tokenizer_flag(CLI::App& cmd, EngineFlags& f);

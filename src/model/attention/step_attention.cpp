@@ -112,9 +112,10 @@ StepAttention::StepAttention(Backend& be, const StepPlan& plan, int rank, int la
   expanded_len_ = upload_i32(be, e_len);
 }
 
-PagedKv StepAttention::paged(int layer, Tensor pool) const {
+PagedKv StepAttention::paged(int layer, const LatentPool& pool) const {
   PagedKv kv;
-  kv.pool = pool;
+  kv.pool = pool.data;
+  kv.scales = pool.scales;
   kv.page_table = page_table_.select(0, layer);
   kv.row_seq = absorbed_seq_;
   kv.row_kv_len = absorbed_len_;
