@@ -142,6 +142,13 @@ if want checks; then
     check "T${T}_switch_walk_overlapped" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
     check "T${T}_switch_walk_blocking" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
   fi
+  # The FP8 latent cache (docs/kv-cache-dtype.md): check's tolerance grows by 2^-3; switches move FP8 records.
+  check T1_fp8_kv $FIX --kv-cache-dtype fp8_e4m3
+  check T1_fp8_kv_absorbed_chunk7 $FIX --kv-cache-dtype fp8_e4m3 --attn-form absorbed --prefill-chunk 7
+  if [ "$T" -ge 2 ]; then
+    for l in tp dp cp dop; do check "T${T}_${l}_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout $l --prefill-chunk 7; done
+    check "T${T}_switch_walk_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+  fi
   # Batch invariance of greedy decoding: the fixture prompts batched and one at a time give the same tokens.
   for mode in batched single; do
     extra=(); [ $mode = single ] && extra=(--max-running-requests 1)

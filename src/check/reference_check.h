@@ -34,8 +34,8 @@ struct PromptCheck {
   double median_rel_error() const;
   int64_t positions_beyond(double tol) const;
   // Positions whose reference top-2 gap is at least min_rel_margin x max|ref| (0: every position), and
-  // how many of them the engine's top token matches. Logits within tol of the reference cannot
-  // change the top token where the gap exceeds 2 tol: those positions are "decided".
+  // how many of them the engine's top token matches (logits within tol of the reference cannot change
+  // the top token where the gap exceeds 2 tol).
   struct Top1 {
     int64_t agree = 0, total = 0;
   };

@@ -16,6 +16,7 @@ std::string start_command(const GroupOptions& opt) {
   w.put(opt.layout);
   w.put_string(opt.backend);
   w.put<uint8_t>(opt.count_traffic);
+  w.put(opt.kv_cache_dtype);
   return w.take();
 }
 
@@ -75,6 +76,9 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.layout = r.get<Layout>();
       c.options.backend = r.get_string();
       c.options.count_traffic = r.get<uint8_t>() != 0;
+      c.options.kv_cache_dtype = r.get<KvCacheDtype>();
+      if (c.options.kv_cache_dtype > KvCacheDtype::FP8E4M3)
+        fail_internal("start command: unknown KV cache element {}", static_cast<int>(c.options.kv_cache_dtype));
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:
