@@ -51,7 +51,7 @@ class LatentCache : public ::testing::Test {
       for (int64_t w = 0; w < W; ++w) t.ptr<float>()[r * W + w] = bf16_to_f32(f32_to_bf16(d(rng_) * mag));
     }
     if (n > 1) std::fill(t.ptr<float>() + W, t.ptr<float>() + 2 * W, 0.0f);
-    if (n > 2) t.ptr<float>()[2 * W + W / 2] = 3000.0f;
+    if (n > 2) t.ptr<float>()[2 * W + W / 2] = 3072.0f;  // bf16-exact
     if (n > 3)
       for (int64_t w = 0; w < W; ++w) t.ptr<float>()[3 * W + w] = w == 0 ? 1.0f : bf16_to_f32(f32_to_bf16(1e-4f * w));
     return t;

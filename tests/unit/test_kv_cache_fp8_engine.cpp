@@ -108,6 +108,14 @@ TEST(Fp8KvEngine, SplashCheckPassesWithItsFp8Tolerance) {
   EXPECT_NE(b.output.find("tolerance 1.6e-02; routing replayed;"), std::string::npos) << b.output;
 }
 
+TEST(Fp8KvEngine, UnknownCacheElementsAreRefused) {
+  for (const char* cmd : {"check", "generate", "serve", "bench e2e", "plan"}) {
+    const test::RunResult r = test::run_splash(std::string(cmd) + " --kv-cache-dtype fp8_e5m2");
+    EXPECT_NE(r.code, 0) << cmd;
+    EXPECT_NE(r.output.find("fp8_e5m2"), std::string::npos) << cmd << ": " << r.output;
+  }
+}
+
 TEST(Fp8KvEngine, EveryLayoutDecodesTheSameTokens) {
   const ModelConfig& cfg = fixture().config;
   // T = 3 splits neither the fixture's 8 heads nor its dense MLP (512): T = 1, 2, 4.
