@@ -22,8 +22,9 @@ DEV_PKGS=(nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libonig-dev l
 
 if [ "${1:-}" = prepare ]; then
   set -e
-  mkdir -p .git/info .device-deps .device-fixtures
-  for d in /.device-deps/ /.device-fixtures/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
+  EXCLUDE=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file: ask git where
+  mkdir -p "$(dirname "$EXCLUDE")" .device-deps .device-fixtures
+  for d in /.device-deps/ /.device-fixtures/; do grep -qxF "$d" "$EXCLUDE" 2>/dev/null || echo "$d" >> "$EXCLUDE"; done
   rm -rf .device-fixtures/tiny-mla-a
   cp -r ../shared/fixtures/tiny-mla-a .device-fixtures/
   (cd .device-deps && apt-get download "${DEBS[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
