@@ -2,9 +2,10 @@
 // own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
-// than a few L2s are rotated so that repeated runs do not measure the cache. Last, the generic kernels
-// (every shape) run next to the specialized ones at the shapes those are built for, and alone at shapes
-// only they run.
+// than a few L2s are rotated so that repeated runs do not measure the cache. Decode runs over a bf16
+// latent cache and over an FP8 one (e4m3 codes and an f32 scale per token) at the same points. Last, the
+// generic kernels (every shape) run next to the specialized ones at the shapes those are built for, and
+// alone at shapes only they run.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -43,18 +44,57 @@ Tensor device(DType dt, std::initializer_list<int64_t> shape) {
   return Tensor(p, dt, shape, splash::Device::CUDA, std::shared_ptr<void>(p, [](void* q) { cudaFree(q); }));
 }
 
-__global__ void fill_random(__nv_bfloat16* p, size_t n, uint32_t seed) {
+// Random elements: f maps 32 random bits to a value.
+template <class T, class F>
+__global__ void fill_random(T* p, size_t n, uint32_t seed, F f) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
     uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
     x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
-    p[i] = __float2bfloat16(static_cast<float>(x) * (2.f / 4294967296.f) - 1.f);
+    p[i] = f(x);
   }
 }
 
-void randomize(const Tensor& t, uint32_t seed) {
-  fill_random<<<1024, 256>>>(t.ptr<__nv_bfloat16>(), static_cast<size_t>(t.numel()), seed);
+struct UniformBf16 {  // in [-1, 1)
+  __device__ __nv_bfloat16 operator()(uint32_t x) const {
+    return __float2bfloat16(static_cast<float>(x) * (2.f / 4294967296.f) - 1.f);
+  }
+};
+struct E4m3Code {  // any code but the NaNs
+  __device__ uint8_t operator()(uint32_t x) const {
+    const uint8_t c = static_cast<uint8_t>(x >> 24);
+    return (c & 0x7f) == 0x7f ? c ^ 1 : c;
+  }
+};
+struct TokenScale {  // a token's largest values in [0.5, 1.5)
+  __device__ float operator()(uint32_t x) const { return (0.5f + static_cast<float>(x) / 4294967296.f) / 448.f; }
+};
+
+template <class T, class F>
+void fill(const Tensor& t, uint32_t seed, F f) {
+  fill_random<<<1024, 256>>>(t.ptr<T>(), static_cast<size_t>(t.numel()), seed, f);
   CK(cudaGetLastError());
 }
+
+void randomize(const Tensor& t, uint32_t seed) { fill<__nv_bfloat16>(t, seed, UniformBf16{}); }
+
+// A latent page pool [pages, page, W] of random bf16 values, or of random e4m3 codes with their scales.
+struct RandomPool {
+  Tensor data, scales;
+};
+RandomPool random_pool(DType dt, int64_t pages, int page, int W, uint32_t seed) {
+  RandomPool p{device(dt, {pages, page, W}), {}};
+  if (dt == DType::BF16) {
+    randomize(p.data, seed);
+    return p;
+  }
+  fill<uint8_t>(p.data, seed, E4m3Code{});
+  p.scales = device(DType::F32, {pages, page});
+  fill<float>(p.scales, seed + 1, TokenScale{});
+  return p;
+}
+
+// Bytes a token of the cache holds: W elements, and the f32 scale of an fp8 token.
+double token_bytes(DType dt, int W) { return dt == DType::BF16 ? 2.0 * W : W + 4.0; }
 
 Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
   Tensor t = device(DType::I32, shape);
@@ -113,31 +153,37 @@ double gemm_tflops() {
 void bench_decode(double copy_gbs) {
   constexpr int C = 512, W = 576, kPage = 64;
   const std::vector<int> batches{1, 16, 64, 128}, contexts{4096, 16384, 65536, 131072}, heads{128, 16};
-  // One pool for every configuration: the largest needs 128 x 128K tokens (19.3 GB), less if memory is short.
+  // One pool of each dtype for every configuration: the largest needs 128 x 128K tokens (19.3 GB bf16 +
+  // 9.7 GB fp8), fewer pages if memory is short.
   size_t free_b = 0, total_b = 0;
   CK(cudaMemGetInfo(&free_b, &total_b));
   const int64_t want_pages = int64_t{128} * 131072 / kPage;
-  const int64_t pages = std::min<int64_t>(want_pages, static_cast<int64_t>(free_b * 0.8 / (kPage * W * 2)));
-  Tensor pool = device(DType::BF16, {pages, kPage, W});
-  randomize(pool, 4);
-  std::printf("\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context); limit: copy %.0f GB/s\n", C,
-              kPage, copy_gbs);
-  std::printf("%5s %8s %5s %10s %10s %9s %8s %8s\n", "B", "context", "H", "time_ms", "GB/s", "of_copy", "TFLOP/s",
-              "rotate");
+  const double page_bytes = kPage * (token_bytes(DType::BF16, W) + token_bytes(DType::F8E4M3, W));
+  const int64_t pages = std::min<int64_t>(want_pages, static_cast<int64_t>(free_b * 0.8 / page_bytes));
+  const RandomPool pool = random_pool(DType::BF16, pages, kPage, W, 4);
+  const RandomPool pool8 = random_pool(DType::F8E4M3, pages, kPage, W, 40);
+  std::printf(
+      "\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context): a bf16 cache, then an fp8 cache\n"
+      "(e4m3 + an f32 scale per token: %.0f bytes a token); limit: copy %.0f GB/s; fp8_speed = bf16 time / fp8 time\n",
+      C, kPage, token_bytes(DType::F8E4M3, W), copy_gbs);
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms", "GB/s",
+              "of_copy", "TFLOP/s", "fp8_ms", "fp8_GB/s", "fp8_copy", "fp8_speed", "rotate");
   std::mt19937 rng(5);
   for (int H : heads)
     for (int B : batches)
       for (int ctx : contexts) {
         const int64_t seq_pages = ctx / kPage, need = int64_t{B} * seq_pages;
         if (need > pages) {
-          std::printf("%5d %8d %5d   skipped: needs %.1f GB of latent cache, %.1f GB allocated\n", B, ctx, H,
-                      need * kPage * W * 2 / 1e9, pages * kPage * W * 2 / 1e9);
+          std::printf("%5d %8d %5d   skipped: needs %.1f GB of latent cache (both dtypes), %.1f GB allocated\n", B, ctx,
+                      H, need * page_bytes / 1e9, pages * page_bytes / 1e9);
           continue;
         }
-        const double kv_bytes = static_cast<double>(need) * kPage * W * 2;
-        // Rotate over disjoint page sets until the working set is well past L2.
+        const double tokens = static_cast<double>(need) * kPage;
+        const double kv_bytes = tokens * token_bytes(DType::BF16, W);
+        const double kv8_bytes = tokens * token_bytes(DType::F8E4M3, W);
+        // Rotate over disjoint page sets until the working set (of the smaller, fp8 cache) is well past L2.
         const int rot = static_cast<int>(
-            std::clamp<int64_t>(static_cast<int64_t>(512e6 / kv_bytes) + 1, 1, std::min<int64_t>(16, pages / need)));
+            std::clamp<int64_t>(static_cast<int64_t>(512e6 / kv8_bytes) + 1, 1, std::min<int64_t>(16, pages / need)));
         std::vector<int32_t> ids(pages);
         std::iota(ids.begin(), ids.end(), 0);
         std::shuffle(ids.begin(), ids.end(), rng);
@@ -152,14 +198,19 @@ void bench_decode(double copy_gbs) {
                lse = device(DType::F32, {B, H});
         randomize(q, 6);
         const float scale = 0.1352f;  // DeepSeek-V3's YaRN-scaled softmax scale
-        const double ms = median_ms(2, 9, [&](int i) {
-          splash::PagedKv kv{pool, tables[i % rot], row_seq, row_len};
-          splash::cuda::absorbed_attention(out, lse, q, kv, scale, nullptr);
-        });
-        const double bytes = kv_bytes + B * H * (W + C) * 2.0 + B * H * 4.0;
+        auto time_pool = [&](const RandomPool& p) {
+          return median_ms(2, 9, [&](int i) {
+            splash::PagedKv kv{p.data, tables[i % rot], row_seq, row_len};
+            kv.scales = p.scales;
+            splash::cuda::absorbed_attention(out, lse, q, kv, scale, nullptr);
+          });
+        };
+        const double ms = time_pool(pool), ms8 = time_pool(pool8);
+        const double rest = B * H * (W + C) * 2.0 + B * H * 4.0;  // q, out, lse
+        const double gbs = (kv_bytes + rest) / ms / 1e6, gbs8 = (kv8_bytes + rest) / ms8 / 1e6;
         const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
-        std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %8d\n", B, ctx, H, ms, bytes / ms / 1e6,
-                    100.0 * bytes / ms / 1e6 / copy_gbs, flops / ms / 1e9, rot);
+        std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
+                    100.0 * gbs / copy_gbs, flops / ms / 1e9, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
       }
 }
 
@@ -194,19 +245,19 @@ void bench_prefill(double gemm) {
   }
 }
 
-// Absorbed decode of B rows at ctx tokens each (pages of 64, scattered): the specialized kernel's time
-// (0 where the shape has none) and the generic kernel's, on the same inputs.
-std::pair<double, double> time_absorbed(int H, int C, int dr, int B, int ctx, bool has_specialized) {
+// Absorbed decode of B rows at ctx tokens each (pages of 64, scattered) over a cache of dtype dt: the
+// specialized kernel's time (0 where the shape has none) and the generic kernel's, on the same inputs.
+std::pair<double, double> time_absorbed(int H, int C, int dr, int B, int ctx, bool has_specialized, DType dt) {
   constexpr int kPage = 64;
   const int W = C + dr, seq_pages = ctx / kPage;
-  Tensor pool = device(DType::BF16, {int64_t{B} * seq_pages, kPage, W});
-  randomize(pool, 10);
+  const RandomPool pool = random_pool(dt, int64_t{B} * seq_pages, kPage, W, 10);
   std::vector<int32_t> ids(static_cast<size_t>(B) * seq_pages);
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(11));
   std::vector<int32_t> seq(B), len(B, ctx);
   std::iota(seq.begin(), seq.end(), 0);
-  splash::PagedKv kv{pool, upload_i32(ids, {B, seq_pages}), upload_i32(seq, {B}), upload_i32(len, {B})};
+  splash::PagedKv kv{pool.data, upload_i32(ids, {B, seq_pages}), upload_i32(seq, {B}), upload_i32(len, {B})};
+  kv.scales = pool.scales;
   Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}), lse = device(DType::F32, {B, H});
   randomize(q, 12);
   const float scale = 0.1352f;
@@ -258,12 +309,14 @@ void bench_generic() {
     bool specialized;
     const char* name;
   };
-  for (const Absorbed& x : {Absorbed{128, 512, 64, true, "H 128, C 512 + 64, B 64 x 4K"},
-                            Absorbed{16, 512, 64, true, "H 16, C 512 + 64, B 64 x 4K"},
-                            Absorbed{40, 256, 32, false, "H 40, C 256 + 32, B 64 x 4K (MiniCPM3)"}}) {
-    const double flops = 2.0 * B * x.H * static_cast<double>(ctx) * (2 * x.C + x.dr);
-    print_generic_row("absorbed", x.name, time_absorbed(x.H, x.C, x.dr, B, ctx, x.specialized), flops);
-  }
+  for (DType dt : {DType::BF16, DType::F8E4M3})
+    for (const Absorbed& x : {Absorbed{128, 512, 64, true, "H 128, C 512 + 64, B 64 x 4K"},
+                              Absorbed{16, 512, 64, true, "H 16, C 512 + 64, B 64 x 4K"},
+                              Absorbed{40, 256, 32, false, "H 40, C 256 + 32, B 64 x 4K (MiniCPM3)"}}) {
+      const double flops = 2.0 * B * x.H * static_cast<double>(ctx) * (2 * x.C + x.dr);
+      print_generic_row(dt == DType::BF16 ? "absorbed" : "abs_fp8", x.name,
+                        time_absorbed(x.H, x.C, x.dr, B, ctx, x.specialized, dt), flops);
+    }
   constexpr int T = 4096;
   struct Expanded {
     int H, dn, dr, dv;

@@ -22,8 +22,9 @@ DEV_PKGS=(nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libonig-dev l
 
 if [ "${1:-}" = prepare ]; then
   set -e
-  mkdir -p .git/info .device-deps .device-fixtures
-  for d in /.device-deps/ /.device-fixtures/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
+  EXCLUDE=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file: ask git where
+  mkdir -p "$(dirname "$EXCLUDE")" .device-deps .device-fixtures
+  for d in /.device-deps/ /.device-fixtures/; do grep -qxF "$d" "$EXCLUDE" 2>/dev/null || echo "$d" >> "$EXCLUDE"; done
   rm -rf .device-fixtures/tiny-mla-a
   cp -r ../shared/fixtures/tiny-mla-a .device-fixtures/
   (cd .device-deps && apt-get download "${DEBS[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
@@ -141,6 +142,13 @@ if want checks; then
     for l in tp dp cp dop; do check "T${T}_$l" $FIX --ranks "$T" --attn-layout $l --prefill-chunk 7; done
     check "T${T}_switch_walk_overlapped" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
     check "T${T}_switch_walk_blocking" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK" --switch-mode blocking
+  fi
+  # The FP8 latent cache (docs/kv-cache-dtype.md): check's tolerance grows by 2^-3; switches move FP8 records.
+  check T1_fp8_kv $FIX --kv-cache-dtype fp8_e4m3
+  check T1_fp8_kv_absorbed_chunk7 $FIX --kv-cache-dtype fp8_e4m3 --attn-form absorbed --prefill-chunk 7
+  if [ "$T" -ge 2 ]; then
+    for l in tp dp cp dop; do check "T${T}_${l}_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout $l --prefill-chunk 7; done
+    check "T${T}_switch_walk_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
   fi
   # Batch invariance of greedy decoding: the fixture prompts batched and one at a time give the same tokens.
   for mode in batched single; do

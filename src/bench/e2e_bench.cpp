@@ -13,6 +13,7 @@
 #include "bench/device_limits.h"
 #include "bench/roofline.h"
 #include "core/error.h"
+#include "core/kv_cache_dtype.h"
 #include "engine/engine.h"
 #include "engine/rank_placement.h"
 
@@ -202,7 +203,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
   const std::string model_name = src.name;
   Engine engine(std::move(src), f.engine.options);
   const EngineOptions& eo = engine.options();
-  const KvSizing dtypes = backend_dtypes(eo.group.backend);
+  const KvSizing dtypes = backend_dtypes(eo.group.backend, eo.group.kv_cache_dtype);
   CostSetup setup;
   setup.layout = eo.group.layout;
   setup.ranks = eo.group.ranks;
@@ -217,9 +218,10 @@ int run_e2e_bench(const E2eBenchOptions& f) {
   const GraphRun graphs = graph_run(eo.group, graphs_before, engine.group().graph_stats());
   const Phase prefill = summarize(run, true, limits.limits), decode = summarize(run, false, limits.limits);
 
-  fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {} B/elem, KV {} B/elem\n",
+  fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {} B/elem, KV {} ({} B/token/layer)\n",
              model_name, eo.group.backend, eo.group.ranks, layout_name(eo.group.layout), f.batch, f.input_len,
-             f.output_len, setup.weight_elem_bytes, setup.kv_elem_bytes);
+             f.output_len, setup.weight_elem_bytes, kv_dtype_label(dtypes.kv_dtype),
+             kv_token_bytes(engine.config().latent_dim(), dtypes.kv_dtype));
   fmt::print("limits per rank: {:.4g} GB/s ({}), {:.4g} TFLOP/s ({})\n", limits.limits.bytes_per_s / 1e9,
              limits.bandwidth_source, limits.limits.flops_per_s / 1e12, limits.peak_source);
   print_table(prefill, decode);

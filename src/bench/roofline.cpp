@@ -1,5 +1,7 @@
 #include "bench/roofline.h"
 
+#include "core/kv_cache_dtype.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -92,7 +94,7 @@ StepCost step_cost(const ModelConfig& c, const CostSetup& s, std::span<const Seq
                        touched * w.routed_expert) * s.weight_elem_bytes;
   // TP: each rank attends its heads over every request's whole latent; the others hold 1/T of it.
   const double kv_share = s.layout == Layout::TP ? 1.0 : 1.0 / T;
-  cost.kv_bytes = attended * c.num_hidden_layers * c.latent_dim() * s.kv_elem_bytes * kv_share;
+  cost.kv_bytes = attended * c.num_hidden_layers * kv_token_bytes_from_elem(c.latent_dim(), s.kv_elem_bytes) * kv_share;
   cost.flops = 2 * rows * (w.projections_flop + w.per_row() + c.num_experts_per_tok * w.routed_expert) +
                2 * logit_rows * w.lm_head + attention * c.num_hidden_layers / T;
   return cost;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench/benchmarks.h"
+#include "core/kv_cache_dtype.h"
 #include "bench/bench_output.h"
 #include "bench/collective_timing.h"
 #include "core/sample_stats.h"
@@ -78,7 +79,10 @@ WalkTimes time_blocking_walks(BenchGroup& g, SyntheticBatch* batch, int runs) {
 
 nlohmann::json bench_primitives(BenchGroup& g, const SwitchBenchOptions& f) {
   nlohmann::json out = nlohmann::json::array();
-  const int64_t W = g.config().latent_dim(), kv_es = static_cast<int64_t>(dtype_size(g.kv_dtype()));
+  // The switch moves each token as one raw record (its elements, and an FP8 token's scale): NCCL's
+  // exchange moves the same bytes.
+  const int64_t record = kv_token_bytes(g.config().latent_dim(), g.kv_dtype()),
+                kv_es = static_cast<int64_t>(dtype_size(g.kv_dtype()));
   // Weights alone (no requests): their cost does not depend on the batch.
   const auto weights_ms = time_blocking_walks(g, nullptr, f.runs).layer_ms;
   fmt::print("\nper-layer switch primitive cost, inference paused (blocking switch time / {} layers), B = {}\n"
@@ -104,7 +108,7 @@ nlohmann::json bench_primitives(BenchGroup& g, const SwitchBenchOptions& f) {
       if (l.weights.primitive == Primitive::AllGather)
         nccl_w = time_all_gather_ms(g.group(), l.weights.recv_max() / (g.ranks() - 1), g.weight_dtype(), f.runs);
       if (l.kv.primitive == Primitive::AllGather || l.kv.primitive == Primitive::AllToAll)
-        nccl_kv = time_kv_exchange_ms(g.group(), a, b, batch.live(), W, g.kv_dtype(), f.runs);
+        nccl_kv = time_kv_exchange_ms(g.group(), a, b, batch.live(), record, DType::U8, f.runs);
       auto ratio = [](double ours, double ref) { return ref > 0 ? fmt::format("{:.2f}", ours / ref) : std::string("-"); };
       fmt::print("{:<9} {:>7} {:>8.3f} {:<10} {:>9.1f} {:>9.3f} {:>9.3f} {:>7} | {:<10} {:>9.1f} {:>9.3f} {:>9.3f} {:>7}\n",
                  dir, ctx, plan_ms, primitive_name(l.weights.primitive), l.weights.recv_max() / 1048576.0, w_ms, nccl_w,

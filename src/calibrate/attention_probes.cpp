@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "calibrate/fit.h"
+#include "core/kv_cache_dtype.h"
 #include "core/upload.h"
 
 namespace splash {
@@ -19,8 +20,12 @@ struct AbsorbedProbe {
   AbsorbedProbe(Backend& be, const ProbeSetup& s, int64_t context, int64_t rows, int64_t heads) {
     const ModelConfig& c = s.cfg;
     const int64_t pages = (context + s.page_size - 1) / s.page_size;
-    kv.pool = be.empty(be.act_dtype(), {pages, s.page_size, c.latent_dim()});
+    kv.pool = be.empty(s.kv_dtype, {pages, s.page_size, c.latent_dim()});
     be.fill_zero(kv.pool);
+    if (s.kv_dtype == DType::F8E4M3) {
+      kv.scales = be.empty(DType::F32, {pages, s.page_size});
+      be.fill_zero(kv.scales);
+    }
     std::vector<int32_t> table(static_cast<size_t>(pages));
     std::iota(table.begin(), table.end(), 0);
     kv.page_table = upload_i32(be, table, {1, pages});
@@ -58,7 +63,7 @@ struct ExpandedProbe {
 }  // namespace
 
 double measure_kv_read(Backend& be, const ProbeSetup& s) {
-  const int64_t row_bytes = s.cfg.latent_dim() * static_cast<int64_t>(dtype_size(be.act_dtype()));
+  const int64_t row_bytes = kv_token_bytes(s.cfg.latent_dim(), s.kv_dtype);
   const int64_t context = std::max(s.plan.kv_min_context, s.plan.kv_bytes / row_bytes);
   AbsorbedProbe p(be, s, context, 1, 1);
   const double t = seconds_per_call(be, [&] { p.run(be, s.cfg); }, s.plan.budget);

@@ -26,7 +26,8 @@ void measure_rank0(Backend& be, const ProbeSetup& base, CostProfile& p) {
   p.mem_bps = measure_copy_bandwidth(be, s);
   p.hardware = describe_hardware(be);
   p.weight_elem_bytes = elem_bytes(be.weight_dtype());
-  p.act_elem_bytes = p.kv_elem_bytes = elem_bytes(be.act_dtype());  // the latent cache is kept in act_dtype
+  p.act_elem_bytes = elem_bytes(be.act_dtype());
+  p.kv_elem_bytes = elem_bytes(s.kv_dtype);  // 1: FP8 E4M3, read with its per-token scale
 }
 
 // The model's attention and hidden shapes with one dense layer and a small vocabulary: the probes need
@@ -51,6 +52,7 @@ CostProfile calibrate_profile(RankGroup& group, const CalibrateOptions& opt) {
   const ProbePlan plan = make_probe_plan(opt.quick, device);
   p.step_overhead_s = measure_step_overhead(group, plan.step_runs);
   ProbeSetup s{group.config(), group.ranks(), group.options().page_size, plan};
+  s.kv_dtype = group.kv_dtype();
   group.on_each_rank([&](RankEnv& env) {
     if (env.rank() == 0) measure_rank0(env.be, s, p);
   });

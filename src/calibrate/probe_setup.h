@@ -6,6 +6,7 @@
 
 #include "calibrate/probe_plan.h"
 #include "config/model_config.h"
+#include "core/dtype.h"
 
 namespace splash {
 
@@ -14,6 +15,7 @@ struct ProbeSetup {
   int ranks = 1;
   int page_size = 64;
   const ProbePlan& plan;
+  DType kv_dtype = DType::BF16;  // the latent cache's element (the group's --kv-cache-dtype)
   double op_overhead_s = 0;
   // Heads one rank holds when they split (TP), else all of them.
   int64_t heads_per_rank() const;

@@ -28,6 +28,22 @@ std::vector<int32_t> read_ids(const SafetensorsFile& f, const std::string& name)
   return out;
 }
 
+// The gap between the two largest of n values over the largest magnitude.
+double top2_rel_margin(const float* v, int64_t n) {
+  double first = -INFINITY, second = -INFINITY, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = v[i];
+    if (x > first) {
+      second = first;
+      first = x;
+    } else if (x > second) {
+      second = x;
+    }
+    scale = std::max(scale, std::fabs(x));
+  }
+  return n < 2 || scale == 0 ? 0 : (first - second) / scale;
+}
+
 // Compares every row's logits with the reference as the engine steps (request ids are prompt indices).
 class LogitComparison : public StepObserver {
  public:
@@ -42,8 +58,12 @@ class LogitComparison : public StepObserver {
       for (int64_t j = 0; j < s.n_new; ++j, ++row) {
         const int64_t pos = s.start + j;
         if (pos >= L) continue;
-        res.position_errors.push_back(logit_rel_error(out.logits.ptr<float>() + row * V, p.logits.data() + pos * V, V));
+        const float* got = out.logits.ptr<float>() + row * V;
+        const float* want = p.logits.data() + pos * V;
+        res.position_errors.push_back(logit_rel_error(got, want, V));
         res.max_rel_error = std::max(res.max_rel_error, res.position_errors.back());
+        res.position_margins.push_back(top2_rel_margin(want, V));
+        res.position_top1.push_back(std::max_element(got, got + V) - got == std::max_element(want, want + V) - want);
       }
     }
   }
@@ -73,6 +93,16 @@ double PromptCheck::median_rel_error() const {
 
 int64_t PromptCheck::positions_beyond(double tol) const {
   return std::count_if(position_errors.begin(), position_errors.end(), [&](double e) { return e > tol; });
+}
+
+PromptCheck::Top1 PromptCheck::top1_agreement(double min_rel_margin) const {
+  Top1 t;
+  for (size_t i = 0; i < position_margins.size() && i < position_top1.size(); ++i)
+    if (position_margins[i] >= min_rel_margin) {
+      ++t.total;
+      t.agree += position_top1[i] ? 1 : 0;
+    }
+  return t;
 }
 
 int64_t PromptCheck::first_near_tie(double noise) const {
@@ -139,7 +169,7 @@ ReferenceSet load_reference(const std::string& path) {
 }
 
 int64_t pages_for_reference(const ReferenceSet& ref, const ModelConfig& cfg, const GroupOptions& group) {
-  const KvSizing sz = backend_dtypes(group.backend);
+  const KvSizing sz = backend_dtypes(group.backend, group.kv_cache_dtype);
   const int page_size = group.page_size, layers = cfg.num_hidden_layers;
   int64_t pages = 0;
   for (const auto& p : ref.prompts)
@@ -208,6 +238,7 @@ std::vector<PromptCheck> run_reference_check(Engine& engine, const ReferenceSet&
     results[i].length = static_cast<int64_t>(p.ids.size());
     results[i].greedy_total = static_cast<int>(p.greedy.size());
     results[i].min_margin = p.min_margin;
+    for (float x : p.logits) results[i].ref_scale = std::max(results[i].ref_scale, static_cast<double>(std::fabs(x)));
     if (!opt.sequential) add(i);
   }
   std::vector<bool> done(ref.prompts.size(), false);

@@ -26,8 +26,20 @@ struct PromptCheck {
   int64_t length = 0;
   double max_rel_error = 0;   // max over positions of max|logit - ref| / max|ref|
   std::vector<double> position_errors;  // that error at every prompt position
+  // At every prompt position, as position_errors: the reference's top-2 gap over its max|ref|, and
+  // whether the engine's top token is the reference's (teacher-forced greedy agreement).
+  std::vector<double> position_margins;
+  std::vector<bool> position_top1;
+  double ref_scale = 0;       // max |reference logit| over the prompt's positions
   double median_rel_error() const;
   int64_t positions_beyond(double tol) const;
+  // Positions whose reference top-2 gap is at least min_rel_margin x max|ref| (0: every position), and
+  // how many of them the engine's top token matches (logits within tol of the reference cannot change
+  // the top token where the gap exceeds 2 tol).
+  struct Top1 {
+    int64_t agree = 0, total = 0;
+  };
+  Top1 top1_agreement(double min_rel_margin) const;
   int greedy_total = 0;
   int greedy_matched = 0;     // leading tokens equal to the reference; decoding stops at the first other
   double min_margin = -1;     // reference greedy margin, when reference.json gives it

@@ -68,8 +68,11 @@ int run_calibrate(const CalibrateFlags& f) {
   CostProfile p = calibrate_model(model.config, group, CalibrateOptions{.quick = f.quick});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string placement = group.devices.empty() ? "" : fmt::format(" --devices {}", fmt::join(group.devices, ","));
-  p.command = fmt::format("splash calibrate --backend {} --model {} --ranks {}{} --page-size {}{} --output {}",
-                          group.backend, f.engine.model, group.ranks, placement, group.page_size,
+  const std::string kv = group.kv_cache_dtype == KvCacheDtype::Auto
+                             ? ""
+                             : fmt::format(" --kv-cache-dtype {}", kv_cache_dtype_name(group.kv_cache_dtype));
+  p.command = fmt::format("splash calibrate --backend {} --model {} --ranks {}{} --page-size {}{}{} --output {}",
+                          group.backend, f.engine.model, group.ranks, placement, group.page_size, kv,
                           f.quick ? " --quick" : "", f.output);
   save_profile(p, f.output);
   fmt::print("calibrated {} on {} x {} in {:.1f} s{}\n", f.engine.model, group.ranks, group.backend, seconds,

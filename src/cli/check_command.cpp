@@ -33,6 +33,18 @@ struct CheckFlags {
   bool replay_routing = false;
 };
 
+// What a latent cache coarser than the backend's arithmetic adds to the tolerance (docs/kv-cache-dtype.md):
+// 4 u, u the element's unit roundoff (2^-4 for e4m3's 4 significant bits, 2^-8 for bf16's 8). Attention
+// reads each cached element twice, as a key (the scores) and as a value (the output), each within u of
+// its value: 2 u to first order, which the fixture reaches (1.98 u at FP8, 2.5 u at BF16, routing
+// replayed); 4 u leaves that much again, as the bf16 backend's 5e-2 does over its measured 2.9e-2.
+// On CUDA a BF16 cache is the baseline that 5e-2 covers.
+double kv_cache_tolerance(DType kv, const std::string& backend) {
+  if (kv == DType::F8E4M3) return 4 * 0x1p-4;
+  if (kv == DType::BF16 && backend == "cpu") return 4 * 0x1p-8;
+  return 0;
+}
+
 bool has_moe_layers(const ModelConfig& c) {
   for (int l = 0; l < c.num_hidden_layers; ++l)
     if (c.is_moe_layer(l)) return true;
@@ -60,7 +72,10 @@ int check_model(const CheckFlags& f, ModelSource src, std::shared_ptr<ProcessLin
   // replayed reach 2.9e-2 on the fixture (median 1.5e-2) in the CPU emulation of the CUDA backend's
   // numerics (EmulatedNumerics of tests/unit/test_routing_margins.cpp, the f32 choices replayed); 5e-2
   // leaves room for the GPU kernels' other accumulation orders.
-  const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 5e-2);
+  // A latent cache coarser than the arithmetic adds its rounding (kv_cache_tolerance) to the backend's own.
+  const double kv_tol = kv_cache_tolerance(backend_dtypes(go.backend, go.kv_cache_dtype).kv_dtype, go.backend);
+  const bool coarse_kv = kv_tol > 0;
+  const double tol = f.tolerance >= 0 ? f.tolerance : (go.backend == "cpu" ? 1e-4 : 5e-2) + kv_tol;
   // Replay: the engine uses the reference's expert choices (an f32 CPU run), so that near-tied routing
   // cannot hide or excuse arithmetic errors (check/routing_replay.h).
   const bool replay = f.replay_routing;
@@ -70,8 +85,9 @@ int check_model(const CheckFlags& f, ModelSource src, std::shared_ptr<ProcessLin
     co.routing_replay = &routing;
   }
 
-  spdlog::info("check: model {} ({}), T={}, layout {}, backend {}, chunk {}, form {}, routing {}", src.name,
+  spdlog::info("check: model {} ({}), T={}, layout {}, backend {}, KV cache {}, chunk {}, form {}, routing {}", src.name,
                src.weights->describe(), go.ranks, layout_name(go.layout), go.backend,
+               kv_cache_dtype_name(go.kv_cache_dtype),
                co.prefill_chunk > 0 ? std::to_string(co.prefill_chunk) : "whole prompt", f.engine.attn_form,
                replay ? "replayed from the reference" : "the engine's");
   Engine engine(ModelSource{src.config, src.weights, "", src.name}, check_engine_options(src.config, go, ref, co));
@@ -83,32 +99,42 @@ int check_model(const CheckFlags& f, ModelSource src, std::shared_ptr<ProcessLin
   // A reduced-precision engine routing by itself may route near-tied tokens differently: find the
   // reference's near ties with the f32 CPU backend so that a failure says where such a flip may have
   // started. It excuses nothing: --replay-routing is how the arithmetic alone is compared.
-  const bool attribute = !replay && go.backend != "cpu" && f.routing_noise > 0 && has_moe_layers(src.config);
+  const bool attribute = !replay && (go.backend != "cpu" || coarse_kv) && f.routing_noise > 0 && has_moe_layers(src.config);
   if (attribute) attach_routing_slack(results, src, ref);
 
   bool ok = true;
-  fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10} {:>7}  {}\n", "prompt", "len", "max_rel_err", "median_err",
-             "beyond", "greedy", "margin", "tie_at", "status");
+  // Teacher-forced greedy agreement: at every prompt position, and at the positions whose reference
+  // top-2 gap exceeds the tolerance (x max|ref|): large against the errors the tolerance admits.
+  fmt::print("{:<6} {:>6} {:>12} {:>12} {:>9} {:>10} {:>10} {:>7} {:>9} {:>9}  {}\n", "prompt", "len", "max_rel_err",
+             "median_err", "beyond", "greedy", "margin", "tie_at", "top1", "decided", "status");
   for (const PromptCheck& r : results) {
     // The median must be within the tolerance and at most --max-outliers of the positions beyond it.
     const int64_t beyond = r.positions_beyond(tol), tie_at = r.first_near_tie(f.routing_noise),
                   after_tie = r.beyond_after_near_tie(tol, f.routing_noise);
     const bool logits_ok = r.median_rel_error() <= tol && beyond <= static_cast<int64_t>(f.max_outliers * r.length);
     const bool greedy_ok = r.greedy_matched == r.greedy_total;
-    // A mismatch is tolerated only where the reference itself is nearly tied (bf16 engines).
-    const bool tied = r.min_margin >= 0 && r.min_margin < f.greedy_margin;
+    // A mismatch is tolerated only where the reference itself is nearly tied (bf16 engines). With a cache
+    // coarser than the arithmetic, nearly means below 2 tol x max|ref|: logits within the tolerance may
+    // close such a gap.
+    const double margin_needed = std::max(f.greedy_margin, coarse_kv ? 2 * tol * r.ref_scale : 0.0);
+    const bool tied = r.min_margin >= 0 && r.min_margin < margin_needed;
+    const PromptCheck::Top1 top1 = r.top1_agreement(0), decided = r.top1_agreement(tol);
     const bool pass = logits_ok && (greedy_ok || tied);
     ok = ok && pass;
     std::string status = pass ? "ok" : (!logits_ok ? "FAIL: logits beyond tolerance" : "FAIL: greedy continuation differs");
-    if (pass && !greedy_ok) status += " (greedy differs where the reference margin is tiny)";
+    if (pass && !greedy_ok)
+      status += coarse_kv && r.min_margin >= f.greedy_margin
+                    ? " (greedy differs where the reference margin is within 2 x tolerance)"
+                    : " (greedy differs where the reference margin is tiny)";
     if (!greedy_ok) status += fmt::format("; decoding stopped at token {}", r.greedy_matched);
     if (!logits_ok && after_tie > 0)
       status += fmt::format("; {} of {} beyond at or after the near-tied routing at position {} (slack {:.1e}): "
                             "--replay-routing compares the arithmetic alone",
                             after_tie, beyond, tie_at, r.routing_slack[tie_at]);
-    fmt::print("{:<6} {:>6} {:>12.3e} {:>12.3e} {:>9} {:>7}/{:<2} {:>10.2e} {:>7}  {}\n", r.name, r.length,
+    fmt::print("{:<6} {:>6} {:>12.3e} {:>12.3e} {:>9} {:>7}/{:<2} {:>10.2e} {:>7} {:>9} {:>9}  {}\n", r.name, r.length,
                r.max_rel_error, r.median_rel_error(), fmt::format("{}/{}", beyond, r.length), r.greedy_matched,
-               r.greedy_total, r.min_margin, tie_at >= 0 ? std::to_string(tie_at) : "-", status);
+               r.greedy_total, r.min_margin, tie_at >= 0 ? std::to_string(tie_at) : "-",
+               fmt::format("{}/{}", top1.agree, top1.total), fmt::format("{}/{}", decided.agree, decided.total), status);
   }
   if (attribute)
     fmt::print("routing noise {:.1e}: tie_at is each prompt's first position whose reference routing slack (f32 CPU "
@@ -131,9 +157,12 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--reference", f->reference, "reference.safetensors (default: MODEL/reference.safetensors)");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "tokens per prefill chunk (0: whole prompt)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--tolerance", f->tolerance, "max relative logit error (default 1e-4 on cpu, 5e-2 on cuda)");
+  cmd->add_option("--tolerance", f->tolerance,
+                  "max relative logit error (default 1e-4 on cpu, 5e-2 on cuda; + 2^-2 with --kv-cache-dtype fp8_e4m3, + "
+                  "2^-6 with bf16 on cpu)");
   cmd->add_option("--greedy-margin", f->greedy_margin,
-                  "tolerate greedy mismatches in prompts whose reference margin is below this")
+                  "tolerate greedy mismatches in prompts whose reference margin is below this (with an FP8 KV cache, "
+                  "at least 2 x tolerance x max|ref|)")
       ->capture_default_str();
   cmd->add_option("--max-outliers", f->max_outliers,
                   "fraction of a prompt's positions allowed beyond the tolerance (bf16 routing flips)")

@@ -26,6 +26,16 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
                  "auto: the cost profile from splash calibrate (default: a quick calibration at start-up)");
   cmd.add_option("--backend", f.backend, "cpu | cuda")->capture_default_str();
   cmd.add_option("--page-size", f.page_size, "tokens per KV page")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                 "latent KV cache element: auto (the backend's: bf16 on cuda, f32 on cpu) | bf16 | fp8_e4m3 (one scale "
+                 "per token; docs/kv-cache-dtype.md)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return parse_kv_cache_dtype(v) ? std::string()
+                                           : "unknown --kv-cache-dtype '" + v + "' (choose auto, bf16 or fp8_e4m3)";
+          },
+          "auto | bf16 | fp8_e4m3"));
   cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
       ->capture_default_str();
   cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
@@ -117,6 +127,7 @@ GroupOptions make_group_options(const EngineFlags& f) {
   g.backend = f.backend;
   g.page_size = f.page_size;
   g.graphs = {!f.disable_cuda_graph, f.cuda_graph_max_bs};
+  g.kv_cache_dtype = parse_kv_cache_dtype_flag(f.kv_cache_dtype);
   apply_placement_flags(f.placement, g);
   return g;
 }
@@ -156,6 +167,11 @@ Layout parse_layout_flag(const std::string& s) {
   if (s == "auto") fail("--attn-layout auto is for generate, serve and the benchmarks; here name a layout: tp, dp, cp or dop");
   if (!l) fail("unknown --attn-layout '{}' (choose tp, dp, cp, dop or auto)", s);
   return *l;
+}
+
+KvCacheDtype parse_kv_cache_dtype_flag(const std::string& s) {
+  if (auto d = parse_kv_cache_dtype(s)) return *d;
+  fail("unknown --kv-cache-dtype '{}' (choose auto, bf16 or fp8_e4m3)", s);
 }
 
 AttnForm parse_form_flag(const std::string& s) {

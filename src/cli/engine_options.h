@@ -6,6 +6,7 @@
 
 #include "cli/multinode_flags.h"
 #include "cli/placement_flags.h"
+#include "core/kv_cache_dtype.h"
 #include "engine/layout_switcher.h"
 #include "model/step_graphs.h"
 #include "plan/step_plan.h"
@@ -22,6 +23,7 @@ struct EngineFlags {
   std::string cost_profile;        // auto: the profile from `splash calibrate` (else measured at start-up)
   std::string backend = "cpu";
   int page_size = 64;
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8_e4m3 (SGLang's, vLLM's name)
   std::string attn_form = "auto";
   std::string log_level = "info";
   std::string log_format = "text";  // --log-format (serve, generate): text | json
@@ -55,6 +57,7 @@ GroupOptions make_group_options(const EngineFlags& f);
 int64_t parse_bytes(const std::string& s);
 Layout parse_layout_flag(const std::string& s);
 AttnForm parse_form_flag(const std::string& s);
+KvCacheDtype parse_kv_cache_dtype_flag(const std::string& s);
 void apply_log_level(const std::string& level);
 // --disable-cuda-graph and --cuda-graph-max-bs (the commands that run the engine: serve, generate, check, bench).
 void add_graph_flags(CLI::App& cmd, EngineFlags& f);

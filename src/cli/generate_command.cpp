@@ -87,9 +87,11 @@ int generate(const GenerateFlags& f, ModelSource src, std::shared_ptr<ProcessLin
   options.group.link = std::move(link);
   Engine engine(std::move(src), std::move(options));
   const EngineOptions& eo = engine.options();
-  spdlog::info("model {}: {} layers, {} heads; T={} layout {} backend {}; KV {} pages/rank of {} tokens ({} tokens/rank)",
+  spdlog::info("model {}: {} layers, {} heads; T={} layout {} backend {}; KV {} cache, {} pages/rank of {} tokens ({} "
+               "tokens/rank)",
                model_name, engine.config().num_hidden_layers, engine.config().num_attention_heads, eo.group.ranks,
-               layout_name(eo.group.layout), eo.group.backend, engine.kv().pool(0).capacity(), eo.group.page_size,
+               layout_name(eo.group.layout), eo.group.backend, kv_dtype_label(engine.group().kv_dtype()),
+               engine.kv().pool(0).capacity(), eo.group.page_size,
                engine.kv().pool(0).capacity() / engine.config().num_hidden_layers * eo.group.page_size);
 
   std::vector<int64_t> ids(inputs.size(), -1);

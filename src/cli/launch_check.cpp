@@ -6,6 +6,15 @@
 #include "plan/byte_codec.h"
 
 namespace splash {
+namespace {
+
+// Aliases compare as the name they stand for (fp8 and fp8_e4m3 start the same cache).
+std::string kv_cache_dtype_label(const std::string& flag) {
+  const auto d = parse_kv_cache_dtype(flag);
+  return d ? std::string(kv_cache_dtype_name(*d)) : flag;
+}
+
+}  // namespace
 
 std::vector<std::string> launch_flags(const std::string& command, const EngineFlags& f) {
   return {command,
@@ -16,6 +25,7 @@ std::vector<std::string> launch_flags(const std::string& command, const EngineFl
           "--attn-layout " + f.attn_layout,
           "--backend " + f.backend,
           fmt::format("--page-size {}", f.page_size),
+          "--kv-cache-dtype " + kv_cache_dtype_label(f.kv_cache_dtype),
           "--attn-form " + f.attn_form,
           "--switch " + f.switch_schedule,
           "--switch-mode " + f.switch_mode};

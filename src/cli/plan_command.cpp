@@ -4,6 +4,7 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "core/kv_cache_dtype.h"
 #include "cost/step_cost.h"
 #include "layout/memory_plan.h"
 #include "model/model_source.h"
@@ -19,7 +20,7 @@ struct PlanFlags {
   double mem_fraction = 0.9;
   int64_t batch = 16;
   std::string weight_dtype = "bf16";
-  std::string kv_dtype = "bf16";
+  std::string kv_dtype = "auto";  // --kv-cache-dtype: auto (bf16, the GPU's) | bf16 | fp8_e4m3 | f32
   int64_t manifest_context = 0;  // print every switch direction's manifest for --batch requests of this context
   // Predicted step time per layout for --batch requests of --context tokens and --query-rows rows each.
   std::string cost_profile;
@@ -32,6 +33,13 @@ int64_t elem_bytes(const std::string& s, const char* flag) {
   if (s == "fp8") return 1;
   if (s == "f32") return 4;
   fail("unknown {} '{}' (bf16, f16, fp8, f32)", flag, s);
+}
+
+// The latent cache's element size (1: FP8 E4M3 with its per-token scale).
+int64_t kv_elem_bytes(const std::string& s) {
+  if (s == "f32") return 4;
+  if (auto d = parse_kv_cache_dtype(s)) return static_cast<int64_t>(dtype_size(kv_storage_dtype(*d, DType::BF16)));
+  fail("unknown --kv-cache-dtype '{}' (auto, bf16, fp8_e4m3, f32)", s);
 }
 
 double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
@@ -88,13 +96,15 @@ int run_plan(const PlanFlags& f) {
   in.mem_per_rank = parse_bytes(f.mem_per_rank);
   in.mem_fraction = f.mem_fraction;
   in.weight_elem_bytes = elem_bytes(f.weight_dtype, "--weight-dtype");
-  in.kv_elem_bytes = elem_bytes(f.kv_dtype, "--kv-dtype");
+  in.kv_elem_bytes = kv_elem_bytes(f.kv_dtype);
   if (in.ranks < 1) fail("--ranks must be at least 1");
 
   const ProjectionBytes pb = projection_bytes(c, in.weight_elem_bytes);
-  fmt::print("model {} ({} layers, H={}, d={}), T={}, {:.1f} GiB per rank x {:.2f}, weights {}, KV {}\n\n", src.name,
-             c.num_hidden_layers, c.num_attention_heads, c.hidden_size, in.ranks, gib(in.mem_per_rank), in.mem_fraction,
-             f.weight_dtype, f.kv_dtype);
+  fmt::print("model {} ({} layers, H={}, d={}), T={}, {:.1f} GiB per rank x {:.2f}, weights {}, KV {} ({} B per token "
+             "and layer)\n\n",
+             src.name, c.num_hidden_layers, c.num_attention_heads, c.hidden_size, in.ranks, gib(in.mem_per_rank),
+             in.mem_fraction, f.weight_dtype, kv_dtype_label(kv_dtype_of_elem_bytes(in.kv_elem_bytes)),
+             kv_token_bytes_from_elem(c.latent_dim(), in.kv_elem_bytes));
   fmt::print("per layer: Q-B {:.1f} MiB, KV-B {:.1f} MiB, O {:.1f} MiB = {:.1f} MiB; a sharded->replicated switch "
              "receives {:.1f} MiB per rank ({:.1f} MiB over the group)\n\n",
              mib(pb.q_b), mib(pb.kv_b), mib(pb.o), mib(pb.total()), mib(pb.total() * (in.ranks - 1) / in.ranks),
@@ -132,7 +142,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--mem-fraction", f->mem_fraction, "fraction for weights + KV")->capture_default_str()->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--batch", f->batch, "B balanced requests for the longest context")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--weight-dtype", f->weight_dtype, "bf16 | fp8 | f32")->capture_default_str();
-  cmd->add_option("--kv-dtype", f->kv_dtype, "bf16 | fp8 | f32")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype,--kv-dtype", f->kv_dtype,
+                  "latent KV cache element: auto (bf16, the GPU's) | bf16 | fp8_e4m3 (one F32 scale per token) | f32")
+      ->capture_default_str();
   cmd->add_option("--manifest-context", f->manifest_context,
                   "also print every switch direction's per-layer manifest for --batch requests of this context");
   cmd->add_option("--cost-profile", f->cost_profile,

@@ -40,8 +40,11 @@ int serve(const ServeFlags& f, nlohmann::json flags, ModelSource src, std::share
                cfg.num_hidden_layers, cfg.num_attention_heads, cfg.vocab_size, cfg.max_position_embeddings,
                engine.tokenizer() ? "yes" : "none (token ids only)");
   spdlog::info("{} rank(s), attention layout {}, backend {}", eo.group.ranks, layout_name(eo.group.layout), eo.group.backend);
-  spdlog::info("KV cache: {} pages/rank of {} tokens x 1 layer = {} tokens per rank, {} tokens over the group", pages,
-               eo.group.page_size, per_rank, group_kv_tokens(eo.group.layout, eo.group.ranks, per_rank));
+  const DType kv_dtype = engine.group().kv_dtype();
+  spdlog::info("KV cache: {} ({} B per token and layer), {} pages/rank of {} tokens x 1 layer = {} tokens per rank, {} "
+               "tokens over the group",
+               kv_dtype_label(kv_dtype), kv_token_bytes(cfg.latent_dim(), kv_dtype), pages, eo.group.page_size,
+               per_rank, group_kv_tokens(eo.group.layout, eo.group.ranks, per_rank));
   LaunchInfo launch{name, f.engine.model, std::nullopt, std::move(flags)};
   if (engine.tokenizer()) launch.tokenizer_path = f.engine.tokenizer.empty() ? f.engine.model : f.engine.tokenizer;
   return serve_http(engine, f.server, launch, signals);

@@ -37,6 +37,11 @@ CostProfile read_profile(const SimulateFlags& f, const ModelConfig& cfg) {
   check_profile_matches(p, cfg, f.engine.backend, f.engine.ranks);
   if (f.weight_dtype == "fp8") p.weight_elem_bytes = 1;
   else if (!f.weight_dtype.empty()) fail("unknown --weight-dtype '{}' (fp8, or leave it out for the profile's)", f.weight_dtype);
+  // The latent cache's element: --kv-cache-dtype where given (KV reads, switch volumes and capacity follow
+  // it; the profile's attention rates are kept), else the profile's.
+  const KvCacheDtype kv = parse_kv_cache_dtype_flag(f.engine.kv_cache_dtype);
+  if (kv != KvCacheDtype::Auto)
+    p.kv_elem_bytes = static_cast<int>(dtype_size(kv_storage_dtype(kv, backend_dtypes(f.engine.backend).kv_dtype)));
   return p;
 }
 
@@ -116,7 +121,7 @@ int run_simulate(const SimulateFlags& f) {
   so.page_size = o.group.page_size;
   const KvSizing sizing = backend_dtypes(o.group.backend);
   const DType weights = profile.weight_elem_bytes == 1 ? DType::F8E4M3 : sizing.weight_dtype;
-  so.kv_pages = size_kv_pages(cfg, o, {weights, sizing.kv_dtype, o.mem_per_rank});
+  so.kv_pages = size_kv_pages(cfg, o, {weights, kv_dtype_of_elem_bytes(profile.kv_elem_bytes), o.mem_per_rank});
   const std::map<std::string, double> measured = f.compare.empty() ? std::map<std::string, double>{} : measured_totals(f.compare);
   std::ofstream csv;
   if (!f.csv.empty()) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/stream.h"
@@ -35,12 +36,37 @@ struct RopeTable {
 // Which cached tokens each query row attends to. Rows are packed by sequence; a row attends to the
 // first kv_len local tokens of its sequence (local tokens are in position order in every layout, so
 // causality reduces to a count). Pages hold page_size tokens of one layer.
+// The latent cache's element (--kv-cache-dtype, docs/kv-cache-dtype.md): the activation dtype (F32 on
+// the CPU, BF16 on CUDA), BF16, or F8E4M3 with one F32 scale per token. A token's element w is
+// f8e4m3_to_f32(code_w) * scale; store_latents picks scale = amax / 448 over the token's W values
+// (1 where all are 0) and codes = RNE-saturating e4m3 of x_w / scale, on every backend alike.
 struct PagedKv {
-  Tensor pool;        // [pages, page_size, W] the rank's latent page pool
+  Tensor pool;        // [pages, page_size, W] the rank's latent page pool (act dtype, BF16 or F8E4M3)
   Tensor page_table;  // I32 [S, max_pages] this layer's pages per sequence
   Tensor row_seq;     // I32 [N] sequence index of each row
   Tensor row_kv_len;  // I32 [N]
+  Tensor scales;  // F32 [pages, page_size], the per-token scale when pool is F8E4M3; undefined otherwise
 };
+
+// A rank's latent page pool as store_latents / gather_latents see it: the pool tensor of PagedKv and,
+// for an F8E4M3 pool, its per-token scales. A plain Tensor converts to a pool without scales.
+struct LatentPool {
+  Tensor data;    // [pages, page_size, W]
+  Tensor scales;  // F32 [pages, page_size] when data is F8E4M3; undefined otherwise
+  LatentPool() = default;
+  LatentPool(Tensor d, Tensor s = {}) : data(std::move(d)), scales(std::move(s)) {}  // NOLINT: implicit
+  bool fp8() const { return data.dtype() == DType::F8E4M3; }
+  int64_t slots() const { return data.size(0) * data.size(1); }
+  int64_t width() const { return data.size(2); }
+  // Bytes of one token's raw record (what a lossless move carries): W elements, then for F8E4M3 the
+  // 4 bytes of its F32 scale.
+  int64_t record_bytes() const {
+    return width() * static_cast<int64_t>(dtype_size(data.dtype())) + (fp8() ? 4 : 0);
+  }
+};
+
+// The largest magnitude of e4m3 (fn): the per-token scale maps a token's amax onto it.
+inline constexpr float kF8E4M3Max = 448.0f;
 
 struct MoeRouting {
   int top_k = 0;
@@ -80,7 +106,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  virtual DType act_dtype() const = 0;     // activations and the KV cache
+  virtual DType act_dtype() const = 0;     // activations, and the KV cache under --kv-cache-dtype auto
   virtual DType weight_dtype() const = 0;  // what upload_weight produces for float weights
 
   // Bytes of device memory this rank may plan with (0: unknown; the caller supplies a budget).
@@ -133,10 +159,14 @@ class Backend {
   // out[rows[i]] = in[i].
   virtual void scatter_rows(Tensor out, Tensor in, Tensor rows) = 0;
 
-  // Latent cache: pool viewed as [pages * page_size, W]; slot -1 skips a row. A switch moves latents on
-  // the transfer stream, beside the computation.
-  virtual void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s = {}) = 0;
-  virtual void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s = {}) = 0;
+  // Latent cache: pool viewed as [pages * page_size, W]; slot -1 skips a row (store only). A switch
+  // moves latents on the transfer stream, beside the computation. Two kinds of rows:
+  //  - values: a float tensor [n, W] (any float dtype). store converts to the pool's element (rounds to
+  //    BF16, or quantizes to F8E4M3 with the token's scale); gather converts (dequantizes) into `out`.
+  //  - raw records: U8 [n, pool.record_bytes()], the token's stored bytes (and scale). store copies them
+  //    back bit-exactly: page copies and layout switches move records, so they never re-quantize.
+  virtual void store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream s = {}) = 0;
+  virtual void gather_latents(Tensor out, const LatentPool& pool, Tensor slots, Stream s = {}) = 0;
   // slots[i] = pages[v[i] / page_size] * page_size + v[i] % page_size (all I32): positions numbered along
   // a concatenation of page tables become pool slots. A switch numbers its moves once and maps them
   // through each layer's pages on the device, so its per-layer host work is per page, not per token.

@@ -1,5 +1,6 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -85,21 +86,38 @@ float f8e4m3_to_f32(uint8_t v) {
   return sign ? -r : r;
 }
 
+// Bit-level round to nearest even; magnitudes from 448 up (infinity too) saturate to 448, NaN -> 0x7f.
+// tests/unit/test_kv_cache_dtype.cpp checks it against a scan of all 127 codes over a dense sweep.
 uint8_t f32_to_f8e4m3(float f) {
-  if (std::isnan(f)) return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::min(std::fabs(f), 448.0f);  // saturate like torch's float8_e4m3fn cast
-  // Pick the nearest representable magnitude (ties to even mantissa) by scanning the 127 codes.
-  uint8_t best = 0;
-  float best_err = INFINITY;
-  for (uint8_t c = 0; c < 0x7f; ++c) {
-    float err = std::fabs(f8e4m3_to_f32(c) - a);
-    if (err < best_err || (err == best_err && (c & 1) == 0)) {
-      best_err = err;
-      best = c;
-    }
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;             // NaN
+  if (a >= 0x43e00000u) return sign | 0x7e;     // >= 448: saturate
+  if (a < 0x3c800000u) {                        // below 2^-6: e4m3 subnormals, units of 2^-9
+    if (a < 0x00800000u) return sign;           // f32 subnormal or zero: far below 2^-10
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;          // value = m * 2^(e - 150)
+    const int shift = 141 - static_cast<int>(a >> 23);       // to units of 2^-9: m >> (150 - 9 - e)
+    if (shift > 24) return sign;                             // below 2^-11 (half the smallest step is 2^-10)
+    uint32_t q = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (q & 1u))) ++q;      // q == 8 is 2^-6, the smallest normal: right
+    return sign | static_cast<uint8_t>(q);
   }
-  return sign | best;
+  const uint32_t exp = (a >> 23) - 127 + 7;  // 1..15
+  uint32_t code = (exp << 3) | ((a >> 20) & 0x7u);
+  const uint32_t rest = a & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (code & 1u))) ++code;  // a carry into the exponent is right
+  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7e));
+}
+
+float quantize_e4m3_token(const float* x, int64_t n, uint8_t* codes) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // NaN never wins
+  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  for (int64_t i = 0; i < n; ++i) codes[i] = f32_to_f8e4m3(x[i] / scale);
+  return scale;
 }
 
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {

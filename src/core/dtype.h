@@ -33,7 +33,12 @@ float f16_to_f32(uint16_t v);
 uint16_t f32_to_f16(float f);
 // OCP FP8 E4M3 (fn variant: no infinities, 0x7f/0xff are NaN, max 448).
 float f8e4m3_to_f32(uint8_t v);
+// Round to nearest even; saturates to +-448 (infinities too), NaN -> 0x7f (as __NV_SATFINITE does).
 uint8_t f32_to_f8e4m3(float f);
+// The FP8 KV cache's per-token quantization (docs/kv-cache-dtype.md), the rule every backend follows:
+// scale = amax / 448 over the n values (1 when all are 0), codes[i] = f32_to_f8e4m3(x[i] / scale).
+// Returns the scale; value i reads back as f8e4m3_to_f32(codes[i]) * scale.
+float quantize_e4m3_token(const float* x, int64_t n, uint8_t* codes);
 
 // Converts n elements of any float dtype to f32.
 void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);

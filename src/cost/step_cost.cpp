@@ -1,5 +1,7 @@
 #include "cost/step_cost.h"
 
+#include "core/kv_cache_dtype.h"
+
 #include "plan/step_plan.h"
 
 #include <algorithm>
@@ -51,9 +53,9 @@ class Pricer {
   // `attended` (row, token) pairs.
   void absorbed(RankTime& t, double heads, double rows, double tokens, double attended) const {
     if (rows <= 0) return;
-    const double C = c_.kv_lora_rank, W = c_.latent_dim();
+    const double C = c_.kv_lora_rank;
     const double flops = 2 * heads * attended * (2 * C + c_.qk_rope_head_dim);
-    const double bytes = tokens * W * p_.kv_elem_bytes;
+    const double bytes = tokens * static_cast<double>(kv_token_bytes_from_elem(c_.latent_dim(), p_.kv_elem_bytes));
     t.attention += op(std::max(flops / rate(p_.absorbed_flops, heads * rows), bytes / p_.kv_read_bps));
   }
   // Expanded attention of `rows` rows over `tokens` local tokens (gathered, expanded by KV-B on `heads`).

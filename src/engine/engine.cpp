@@ -30,6 +30,9 @@ std::unique_ptr<LayoutPolicy> make_inner_policy(const ModelConfig& cfg, const En
     if (!opt.auto_profile && !opt.calibrate) fail("--attn-layout auto needs a cost profile (--cost-profile)");
     CostProfile p = opt.auto_profile ? *opt.auto_profile : opt.calibrate(group);
     check_profile_matches(p, cfg, opt.group.backend, opt.group.ranks);
+    // KV reads and switch volumes follow a --kv-cache-dtype that is given, whatever the profile measured
+    // with (auto: the backend's activation dtype, which its calibration used).
+    if (opt.group.kv_cache_dtype != KvCacheDtype::Auto) p.kv_elem_bytes = static_cast<int>(dtype_size(group.kv_dtype()));
     return std::make_unique<AutoLayoutPolicy>(std::move(p), cfg, opt.group.ranks, opt.auto_policy);
   }
   if (!opt.switch_schedule.empty()) return std::make_unique<ScriptedLayoutPolicy>(opt.switch_schedule);
@@ -89,7 +92,7 @@ std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const En
   // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
   // once its backend exists.
   if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
-    const KvSizing sz = backend_dtypes(opt.group.backend);
+    const KvSizing sz = backend_dtypes(opt.group.backend, opt.group.kv_cache_dtype);
     const int64_t pages = size_kv_pages(model.config, opt, sz);
     auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
     group->allocate_kv(pages);

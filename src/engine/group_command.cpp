@@ -18,6 +18,7 @@ std::string start_command(const GroupOptions& opt) {
   w.put<uint8_t>(opt.count_traffic);
   w.put<uint8_t>(opt.graphs.enabled);
   w.put<int64_t>(opt.graphs.max_batch);
+  w.put(opt.kv_cache_dtype);
   return w.take();
 }
 
@@ -79,6 +80,9 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.count_traffic = r.get<uint8_t>() != 0;
       c.options.graphs.enabled = r.get<uint8_t>() != 0;
       c.options.graphs.max_batch = r.get<int64_t>();
+      c.options.kv_cache_dtype = r.get<KvCacheDtype>();
+      if (c.options.kv_cache_dtype > KvCacheDtype::FP8E4M3)
+        fail_internal("start command: unknown KV cache element {}", static_cast<int>(c.options.kv_cache_dtype));
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:

@@ -59,12 +59,12 @@ int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt) {
   if (!opt.graphs.enabled || opt.backend == "cpu" || (!opt.link && shares_a_device(rank_devices(opt.ranks, opt.devices))))
     return 0;
   return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size,
-                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).kv_dtype)));
+                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend, opt.kv_cache_dtype).kv_dtype)));
 }
 
-KvSizing backend_dtypes(const std::string& name) {
-  if (name == "cpu") return {DType::F32, DType::F32, 0};  // the f32 reference
-  if (name == "cuda") return {DType::BF16, DType::BF16, 0};
+KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv) {
+  if (name == "cpu") return {DType::F32, kv_storage_dtype(kv, DType::F32), 0};  // the f32 reference
+  if (name == "cuda") return {DType::BF16, kv_storage_dtype(kv, DType::BF16), 0};
   fail("unknown backend '{}'", name);
 }
 
@@ -316,11 +316,15 @@ void RankGroup::allocate_kv(int64_t pages) {
 
 void RankGroup::allocate_storage(Worker& w, int64_t pages) {
   RankEnv& env = w.model->env();
-  env.kv_pool = Tensor();  // free the old storage first
-  env.kv_pool = env.be.empty(env.be.act_dtype(), {pages, opt_.page_size, cfg_.latent_dim()});
+  env.kv_pool = LatentPool();  // free the old storage first
+  const DType dt = kv_storage_dtype(opt_.kv_cache_dtype, env.be.act_dtype());
+  env.kv_pool.data = env.be.empty(dt, {pages, opt_.page_size, cfg_.latent_dim()});
+  if (dt == DType::F8E4M3) env.kv_pool.scales = env.be.empty(DType::F32, {pages, opt_.page_size});
   // Zeros, not whatever the allocator held: benchmarks register contexts without writing them
-  // (bench/synthetic_batch) and must never feed NaN bit patterns to attention and routing.
-  env.be.fill_zero(env.kv_pool);
+  // (bench/synthetic_batch) and must never feed NaN bit patterns to attention and routing (a zero
+  // scale reads an FP8 token as zeros).
+  env.be.fill_zero(env.kv_pool.data);
+  if (env.kv_pool.scales.defined()) env.be.fill_zero(env.kv_pool.scales);
 }
 
 std::vector<std::vector<int32_t>> RankGroup::replica_runs() const {
@@ -340,7 +344,7 @@ void RankGroup::release_memory() {
   dispatch([](Worker& w) {
     w.graphs->clear();
     w.model->weights() = ModelWeights();
-    w.model->env().kv_pool = Tensor();
+    w.model->env().kv_pool = LatentPool();
     w.backend->release_free_memory();
   });
   released_ = true;
@@ -396,8 +400,11 @@ std::shared_ptr<const WeightSource> RankGroup::load_weights(const WeightSource* 
 }
 
 int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes) {
-  const int64_t bytes = projection_bytes(cfg, weight_elem_bytes).total();
+  // A run starts at a page boundary; where pages are not whole weight elements (FP8 pages of odd
+  // bytes), the replica starts up to weight_elem_bytes - 1 bytes in (switch/projection_replica.cpp).
   const int64_t page_bytes = static_cast<int64_t>(page_size) * cfg.latent_dim() * kv_elem_bytes;
+  const int64_t bytes = projection_bytes(cfg, weight_elem_bytes).total() +
+                        (page_bytes % weight_elem_bytes != 0 ? weight_elem_bytes - 1 : 0);
   return (bytes + page_bytes - 1) / page_bytes;
 }
 
@@ -431,7 +438,9 @@ int64_t RankGroup::device_memory_bytes() const {
   }
   return least;
 }
-DType RankGroup::kv_dtype() const { return workers_.front()->backend->act_dtype(); }
+DType RankGroup::kv_dtype() const {
+  return kv_storage_dtype(opt_.kv_cache_dtype, workers_.front()->backend->act_dtype());
+}
 DType RankGroup::weight_dtype() const { return workers_.front()->backend->weight_dtype(); }
 
 const TrafficCounters& RankGroup::traffic(int r) const {

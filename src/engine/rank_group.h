@@ -33,6 +33,7 @@
 #include "comm/counting_communicator.h"
 #include "comm/process_link.h"
 #include "comm/rebindable_communicator.h"
+#include "core/kv_cache_dtype.h"
 #include "kv/kv_cache_manager.h"
 #include "model/deepseek_model.h"
 #include "model/step_graphs.h"
@@ -47,6 +48,7 @@ struct GroupOptions {
   Layout layout = Layout::TP;
   int page_size = 64;
   std::string backend = "cpu";
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // --kv-cache-dtype: the latent cache's element
   // The GPU of each rank (GPU backends): empty, rank r on device r; else one entry per rank, and ranks
   // that share a device talk through the device-local communicator (engine/rank_placement.h).
   std::vector<int> devices;
@@ -83,14 +85,16 @@ struct KvSizing {
   DType weight_dtype, kv_dtype;
   int64_t device_memory = 0;  // per rank; 0: unknown (then the options must give the budget)
 };
-// A backend's element types, known without making one (to plan memory before loading weights).
-KvSizing backend_dtypes(const std::string& name);
+// A backend's element types, known without making one (to plan memory before loading weights); the KV
+// element is the backend's activation dtype unless `kv` names one.
+KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv = KvCacheDtype::Auto);
 // Device memory per rank the group's CUDA graphs may take (layout/graph_memory.h), which the memory plan
 // reserves: 0 unless graphs are on, on a GPU backend, with no two ranks on one device (ranks that share
 // one talk through the device-local communicator, whose host rendezvous a graph cannot capture).
 int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt);
-// Pages one layer's full projections take in a pool of `page_size`-token latent pages (the run a
-// replicated layout holds per layer).
+// Pages one layer's full projections take in a pool of `page_size`-token latent pages of
+// `kv_elem_bytes`-byte elements (the run a replicated layout holds per layer; an FP8 pool's scales hold
+// no weights), with room to align the run's start to a weight element.
 int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes);
 
 class RankGroup {

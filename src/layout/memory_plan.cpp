@@ -1,5 +1,7 @@
 #include "layout/memory_plan.h"
 
+#include "core/kv_cache_dtype.h"
+
 #include <fmt/format.h>
 
 namespace splash {
@@ -44,7 +46,7 @@ LayoutMemory plan_layout(const ModelConfig& c, Layout layout, const MemoryInputs
   const int64_t w_a_all = projection_bytes(c, in.weight_elem_bytes).total() * c.num_hidden_layers;
   m.w_a_bytes = projections_sharded(layout) ? w_a_all / T : w_a_all;
   m.other_weight_bytes = other_weight_bytes(c, T, in.weight_elem_bytes);
-  m.kv_bytes_per_token = static_cast<int64_t>(c.num_hidden_layers) * c.latent_dim() * in.kv_elem_bytes;
+  m.kv_bytes_per_token = static_cast<int64_t>(c.num_hidden_layers) * kv_token_bytes_from_elem(c.latent_dim(), in.kv_elem_bytes);
   const int64_t usable = static_cast<int64_t>(static_cast<double>(in.mem_per_rank) * in.mem_fraction) - in.reserve_bytes;
   m.kv_budget_bytes = usable - m.weight_bytes();
   if (std::string e = layout_split_error(c, layout, T); !e.empty()) {
@@ -67,7 +69,7 @@ LayoutMemory plan_layout(const ModelConfig& c, Layout layout, const MemoryInputs
 }
 
 int64_t kv_pages_per_rank(const ModelConfig& c, const LayoutMemory& m, int page_size, int64_t kv_elem_bytes) {
-  return m.kv_budget_bytes / (static_cast<int64_t>(page_size) * c.latent_dim() * kv_elem_bytes);
+  return m.kv_budget_bytes / (static_cast<int64_t>(page_size) * kv_token_bytes_from_elem(c.latent_dim(), kv_elem_bytes));
 }
 
 std::string layout_split_error(const ModelConfig& c, Layout layout, int T) {

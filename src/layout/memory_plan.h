@@ -23,7 +23,7 @@ struct MemoryInputs {
   int64_t mem_per_rank = 0;    // bytes of device (or host) memory per rank
   double mem_fraction = 0.9;   // of it the engine may use for weights + KV
   int64_t weight_elem_bytes = 2;
-  int64_t kv_elem_bytes = 2;
+  int64_t kv_elem_bytes = 2;   // of the latent cache; 1: FP8 E4M3 with a 4-byte scale per token
   int64_t reserve_bytes = 0;   // activations, workspaces
 };
 

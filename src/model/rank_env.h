@@ -15,7 +15,7 @@ struct RankEnv {
   Communicator& transfer_comm;
   const ModelConfig& cfg;
   RopeTable rope;
-  Tensor kv_pool;  // [pages, page_size, C + d_r]
+  LatentPool kv_pool;  // [pages, page_size, C + d_r] (+ the per-token scales of an FP8 cache)
   int rank() const { return comm.rank(); }
   int ranks() const { return comm.size(); }
 };

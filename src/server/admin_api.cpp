@@ -25,6 +25,7 @@ json live_state(const EngineSnapshot& s, bool draining) {
           {"num_requests_waiting", s.waiting},
           {"num_preemptions", s.preemptions},
           {"page_size", s.page_size},
+          {"kv_cache_dtype", s.kv_cache_dtype},
           {"kv_pages", pages},
           {"kv_pages_usage", capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity) : 0.0},
           {"prefix_cache", s.prefix_cache},

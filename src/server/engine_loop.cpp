@@ -430,6 +430,7 @@ void EngineLoop::publish() {
   s.waiting = static_cast<int64_t>(engine_.waiting());
   s.preemptions = sched.preemptions();
   s.page_size = kv.page_size();
+  s.kv_cache_dtype = std::string(kv_dtype_label(engine_.group().kv_dtype()));
   s.layers = kv.layers();
   s.ranks.resize(static_cast<size_t>(kv.ranks()));
   for (int r = 0; r < kv.ranks(); ++r)

@@ -30,6 +30,7 @@ struct EngineSnapshot {
   std::string weight_version;
   int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;  // prompt tokens looked up, found
   int page_size = 0, layers = 0;
+  std::string kv_cache_dtype;  // the cache's element as it runs: f32 | bf16 | fp8_e4m3
   std::vector<RankSnapshot> ranks;
   std::vector<SwitchRecord> switches;  // the most recent ones, oldest first
 };

@@ -89,12 +89,12 @@ void RankSwitch::number_moves() {
   std::vector<int32_t> send, recv, local_src, local_dst;
   send_counts_.assign(static_cast<size_t>(T), 0);
   recv_counts_.assign(static_cast<size_t>(T), 0);
-  const int64_t W = env_.cfg.latent_dim();
+  const int64_t R = env_.kv_pool.record_bytes();  // counts in bytes: tokens move as raw records (move_kv)
   for (int j = 0; j < T; ++j) {
     for (const KvMoveEntry& e : moves_.send[j]) send.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
     for (const KvMoveEntry& e : moves_.recv[j]) recv.push_back(dst_base[e.request] + static_cast<int32_t>(e.dst_index));
-    send_counts_[j] = static_cast<int64_t>(moves_.send[j].size()) * W;
-    recv_counts_[j] = static_cast<int64_t>(moves_.recv[j].size()) * W;
+    send_counts_[j] = static_cast<int64_t>(moves_.send[j].size()) * R;
+    recv_counts_[j] = static_cast<int64_t>(moves_.recv[j].size()) * R;
   }
   for (const KvMoveEntry& e : moves_.local) {
     local_src.push_back(src_base[e.request] + static_cast<int32_t>(e.src_index));
@@ -109,7 +109,6 @@ void RankSwitch::number_moves() {
 
 void RankSwitch::move_kv(int layer, Stream s) {
   Backend& be = env_.be;
-  const int64_t W = env_.cfg.latent_dim();
   const Primitive kp = kv_primitive(sched_.from, sched_.to, env_.ranks());
   const bool exchange = kp == Primitive::AllGather || kp == Primitive::AllToAll;  // the same on every rank
   const int64_t n_local = local_src_v_.numel(), n_send = send_v_.numel(), n_recv = recv_v_.numel();
@@ -122,11 +121,14 @@ void RankSwitch::move_kv(int layer, Stream s) {
   // Buffers and page lists come from the compute stream's arena; everything after the wait below runs on
   // the transfer stream, beside the computation of the previous layer. They stay alive (in_flight_)
   // until the compute stream has waited for this layer, so their stream-ordered frees come after.
-  const DType dt = env_.kv_pool.dtype();
+  // Tokens move as raw records (the stored elements and an FP8 token's scale): bit-exact, never
+  // re-quantized, and half the bytes of BF16 at FP8.
+  const int64_t R = env_.kv_pool.record_bytes();
   Tensor src_pages = upload_i32(be, flat(src_reqs_)), dst_pages = upload_i32(be, flat(dst_reqs_));
   Tensor local_src = be.empty(DType::I32, {n_local}), local_dst = be.empty(DType::I32, {n_local});
   Tensor send_slots = be.empty(DType::I32, {n_send}), recv_slots = be.empty(DType::I32, {n_recv});
-  Tensor tmp = be.empty(dt, {n_local, W}), send = be.empty(dt, {n_send, W}), recv = be.empty(dt, {n_recv, W});
+  Tensor tmp = be.empty(DType::U8, {n_local, R}), send = be.empty(DType::U8, {n_send, R}),
+         recv = be.empty(DType::U8, {n_recv, R});
   in_flight_[layer].insert(in_flight_[layer].end(),
                            {src_pages, dst_pages, local_src, local_dst, send_slots, recv_slots, tmp, send, recv});
   be.wait(s, be.record(be.compute_stream()));

@@ -1,5 +1,7 @@
 #include "switch/switch_manifest.h"
 
+#include "core/kv_cache_dtype.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -81,7 +83,7 @@ SwitchManifest make_switch_manifest(const ModelConfig& c, Layout from, Layout to
   }
   layer.kv.primitive = kv_primitive(from, to, T);
   layer.kv.ranks.resize(static_cast<size_t>(T));
-  const int64_t token_bytes = c.latent_dim() * kb;
+  const int64_t token_bytes = kv_token_bytes_from_elem(c.latent_dim(), kb);  // FP8: codes and scale
   const std::vector<std::vector<int64_t>> moved = kv_move_counts(from, to, T, live);
   for (int j = 0; j < T; ++j) {
     RankBytes& rb = layer.kv.ranks[j];

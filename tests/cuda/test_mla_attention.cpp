@@ -8,14 +8,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/mla_test_support.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/mla_attention.cuh"
@@ -23,196 +22,11 @@
 namespace splash {
 namespace {
 
+using namespace mla_test;
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-void check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
-
-// Device memory shared by a tensor's views; starts as all-ones bytes: NaN in bf16 and f32.
-Tensor device_nan(DType dtype, std::initializer_list<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  void* p = nullptr;
-  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(n) * dtype_size(dtype));
-  EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
-  EXPECT_EQ(cudaMemset(p, 0xff, bytes), cudaSuccess);
-  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
-  return Tensor(p, dtype, shape, Device::CUDA, owner);
-}
-
-// A device copy of a contiguous host tensor: f32 values become bf16 (exact: they are bf16-rounded),
-// I32 stays I32.
-Tensor to_device(const Tensor& host) {
-  std::vector<int64_t> shape(host.ndim());
-  for (int d = 0; d < host.ndim(); ++d) shape[d] = host.size(d);
-  const DType dt = host.dtype() == DType::F32 ? DType::BF16 : host.dtype();
-  void* p = nullptr;
-  const size_t bytes = std::max<size_t>(1, static_cast<size_t>(host.numel()) * dtype_size(dt));
-  EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
-  if (dt == DType::BF16) {
-    std::vector<uint16_t> b(host.numel());
-    for (int64_t i = 0; i < host.numel(); ++i) b[i] = f32_to_bf16(host.ptr<float>()[i]);
-    EXPECT_EQ(cudaMemcpy(p, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  } else {
-    EXPECT_EQ(cudaMemcpy(p, host.data(), host.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::shared_ptr<void> owner(p, [](void* q) { cudaFree(q); });
-  return Tensor(p, dt, shape.data(), host.ndim(), Device::CUDA, owner);
-}
-
-Tensor i32_tensor(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-  Tensor t = cpu_tensor(DType::I32, shape);
-  std::copy(v.begin(), v.end(), t.ptr<int32_t>());
-  return t;
-}
-
-// Host f32 tensor of bf16-rounded uniform values in [-1, 1).
-Tensor random_host(std::initializer_list<int64_t> shape, std::mt19937& rng) {
-  Tensor t = cpu_tensor(DType::F32, shape);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = bf16_to_f32(f32_to_bf16(u(rng)));
-  return t;
-}
-
-// The values of a contiguous device tensor as f32, and its raw bytes (for the repeat check).
-std::vector<float> download(const Tensor& dev, std::vector<uint8_t>* raw = nullptr) {
-  std::vector<uint8_t> bytes(dev.nbytes());
-  EXPECT_EQ(cudaMemcpy(bytes.data(), dev.data(), bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<float> f(dev.numel());
-  for (int64_t i = 0; i < dev.numel(); ++i) {
-    if (dev.dtype() == DType::BF16) {
-      uint16_t v;
-      std::memcpy(&v, bytes.data() + 2 * i, 2);
-      f[i] = bf16_to_f32(v);
-    } else {
-      std::memcpy(&f[i], bytes.data() + 4 * i, 4);
-    }
-  }
-  if (raw) *raw = std::move(bytes);
-  return f;
-}
-
-// out within bf16 accuracy of the reference (relative Frobenius error), lse within f32 rounding of it,
-// -inf exactly where the reference has -inf, and nothing left NaN.
-void expect_close(const Tensor& out_dev, const Tensor& out_ref, const Tensor& lse_dev, const Tensor& lse_ref) {
-  const std::vector<float> out = download(out_dev), lse = download(lse_dev);
-  double err = 0, ref = 0;
-  int64_t nan = 0;
-  for (int64_t i = 0; i < out_ref.numel(); ++i) {
-    const double r = out_ref.ptr<float>()[i];
-    if (std::isnan(out[i])) ++nan;
-    err += (out[i] - r) * (out[i] - r);
-    ref += r * r;
-  }
-  EXPECT_EQ(nan, 0) << "unwritten or NaN outputs";
-  EXPECT_LT(std::sqrt(err / std::max(ref, 1e-30)), 1e-2) << "relative error of out";
-  for (int64_t i = 0; i < lse_ref.numel(); ++i) {
-    const float r = lse_ref.ptr<float>()[i];
-    if (r == -kInf) {
-      EXPECT_EQ(lse[i], -kInf) << "lse " << i;
-    } else {
-      EXPECT_NEAR(lse[i], r, 1e-3f * std::max(1.f, std::abs(r))) << "lse " << i;
-    }
-  }
-}
-
-void expect_same_bits(const Tensor& a, const std::vector<uint8_t>& first) {
-  std::vector<uint8_t> again;
-  download(a, &again);
-  EXPECT_TRUE(again == first) << "a second run gave different bits";
-}
-
-// ---- absorbed (paged) ----
-
-struct PagedCase {
-  int H, C, dr, page;
-  std::vector<int> seq_len;               // tokens cached per sequence
-  std::vector<std::pair<int, int>> rows;  // (sequence, tokens the row attends)
-  int q_pad = 0;                          // q's head rows lie this much further apart than W (odd: unaligned)
-  float scale = 0.3f;
-  bool generic = false;  // the generic kernel whatever the shape
-};
-
-void run_absorbed(const PagedCase& c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int W = c.C + c.dr, S = static_cast<int>(c.seq_len.size()), N = static_cast<int>(c.rows.size());
-  int max_pages = 1, total_pages = 3;  // a few pages no sequence uses
-  for (int len : c.seq_len) {
-    max_pages = std::max(max_pages, (len + c.page - 1) / c.page);
-    total_pages += (len + c.page - 1) / c.page;
-  }
-  std::vector<int32_t> ids(total_pages);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);  // pages of a sequence scattered over the pool
-  std::vector<int32_t> table(static_cast<size_t>(S) * max_pages, 0);
-  for (int s = 0, next = 0; s < S; ++s)
-    for (int p = 0; p < (c.seq_len[s] + c.page - 1) / c.page; ++p) table[s * max_pages + p] = ids[next++];
-  std::vector<int32_t> row_seq, row_len;
-  for (auto [s, len] : c.rows) {
-    ASSERT_LE(len, c.seq_len[s]);
-    row_seq.push_back(s);
-    row_len.push_back(len);
-  }
-
-  Tensor pool = random_host({total_pages, c.page, W}, rng);
-  // A strided q: rows of a wider buffer, heads further apart than W.
-  Tensor q_full = random_host({N, c.H, W + c.q_pad}, rng);
-  Tensor q = q_full.slice(2, 0, W);
-  PagedKv kv_ref{pool, i32_tensor(table, {S, max_pages}), i32_tensor(row_seq, {N}), i32_tensor(row_len, {N})};
-  Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.C}), lse_ref = cpu_tensor(DType::F32, {N, c.H});
-  CpuBackend cpu;
-  cpu.attention_absorbed(out_ref, lse_ref, q, kv_ref, c.scale);
-
-  PagedKv kv{to_device(pool), to_device(kv_ref.page_table), to_device(kv_ref.row_seq), to_device(kv_ref.row_kv_len)};
-  Tensor q_dev = to_device(q_full).slice(2, 0, W);
-  Tensor out = device_nan(DType::BF16, {N, c.H, c.C}), lse = device_nan(DType::F32, {N, c.H});
-  auto run = [&] {
-    if (c.generic)
-      cuda::absorbed_attention_generic(out, lse, q_dev, kv, c.scale, nullptr);
-    else
-      cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
-    check(cudaDeviceSynchronize());
-  };
-  run();
-  expect_close(out, out_ref, lse, lse_ref);
-  std::vector<uint8_t> first;
-  download(out, &first);
-  run();
-  expect_same_bits(out, first);
-}
-
-// A shape from the range (head dims 16..256 in steps of 8, kv_lora_rank 32..1024 in steps of
-// 16, 1..128 heads, pages of 1, 16 or 64 tokens) with rows that keep the f32 reference near 6e8
-// multiply-adds: one long row (split over blocks, as the rows are few), an empty row, a one-token row
-// and full and partial rows of a few shorter sequences; q aligned, strided or unaligned.
-PagedCase random_paged_case(std::mt19937& rng) {
-  const int C = 32 + 16 * static_cast<int>(rng() % 63), dr = 16 + 8 * static_cast<int>(rng() % 31);
-  const int H = 1 + static_cast<int>(rng() % 128), page = std::array{1, 16, 64}[rng() % 3];
-  const int budget = std::clamp(static_cast<int>(6e8 / (static_cast<double>(H) * (2 * C + dr))), 300, 12000);
-  PagedCase c{H, C, dr, page, {budget / 2}, {{0, budget / 2}, {0, 0}}};
-  const int more = 1 + static_cast<int>(rng() % 3);
-  for (int s = 1; s <= more; ++s) {
-    const int len = 1 + static_cast<int>(rng() % (budget / 8));
-    c.seq_len.push_back(len);
-    c.rows.push_back({s, len});
-    c.rows.push_back({s, static_cast<int>(rng() % (len + 1))});
-  }
-  c.rows.push_back({1, 1});
-  c.q_pad = std::array{0, 24, 3}[rng() % 3];
-  c.scale = 0.1f;
-  return c;
-}
-
-class AbsorbedAttention : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class AbsorbedAttention : public GpuTest {};
 
 // Small latent (C 64 + 16), 8 heads, pages of 1, 16 and 64 tokens, empty and mixed-length rows.
 TEST_F(AbsorbedAttention, SmallLatentAllPageSizes) {
@@ -248,17 +62,7 @@ TEST_F(AbsorbedAttention, LongRowSixteenHeads) {
 }
 
 // A decode batch large enough to need no split, page size 1.
-TEST_F(AbsorbedAttention, V3BatchPageOne) {
-  std::mt19937 rng(7);
-  PagedCase c{128, 512, 64, 1, {}, {}};
-  for (int s = 0; s < 140; ++s) {
-    const int len = static_cast<int>(rng() % 161);
-    c.seq_len.push_back(len);
-    c.rows.push_back({s, len});
-  }
-  c.scale = 0.1f;
-  run_absorbed(c, 500);
-}
+TEST_F(AbsorbedAttention, V3BatchPageOne) { run_absorbed(batch_case(128, 512, 64, 140, 7), 500); }
 
 // 24 random shapes of the range through the public dispatch (all but a rare draw run the
 // generic kernel).
@@ -292,17 +96,7 @@ TEST_F(AbsorbedAttention, WidestLatentOneStage) {
 
 // A decode batch at a shape only the generic kernel runs (MiniCPM3's 256 + 32, 40 heads): enough
 // blocks that rows are not split, so the kernel writes out and lse itself.
-TEST_F(AbsorbedAttention, GenericBatchOneSplit) {
-  std::mt19937 rng(8);
-  PagedCase c{40, 256, 32, 1, {}, {}};
-  for (int s = 0; s < 140; ++s) {
-    const int len = static_cast<int>(rng() % 161);
-    c.seq_len.push_back(len);
-    c.rows.push_back({s, len});
-  }
-  c.scale = 0.1f;
-  run_absorbed(c, 1950);
-}
+TEST_F(AbsorbedAttention, GenericBatchOneSplit) { run_absorbed(batch_case(40, 256, 32, 140, 8), 1950); }
 
 // The built shapes with a q the tensor-core kernel cannot copy: the dispatch takes the generic kernel.
 TEST_F(AbsorbedAttention, UnalignedQAtBuiltShape) {
@@ -381,12 +175,7 @@ void run_expanded(const ExpandedCase& c, uint32_t seed) {
       cuda::expanded_attention(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     check(cudaDeviceSynchronize());
   };
-  run();
-  expect_close(out, out_ref, lse, lse_ref);
-  std::vector<uint8_t> first;
-  download(out, &first);
-  run();
-  expect_same_bits(out, first);
+  expect_close_twice(run, out, out_ref, lse, lse_ref);
 }
 
 // Two packed sequences of T tokens in all: the first (2/3 of them) with a cached prefix of a third of

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import API_KEY, ROOT, Server, text_model_dir
+from conftest import API_KEY, MODEL, ROOT, Server, text_model_dir
 
 LONG = {"max_new_tokens": 2000, "ignore_eos": True, "temperature": 0}
 
@@ -62,6 +62,9 @@ def test_server_info_shows_flags_and_live_state(json_server):
     assert info["version"] == json_server.get("/version").json()["version"]
     (idle,) = info["internal_states"]
     assert idle["num_requests_running"] == 0 and idle["kv_pages_usage"] == 0
+    # The flag as given (auto unless SPLASH_SERVER_ARGS names one) and the cache's element as it runs.
+    assert info["kv_cache_dtype"] in ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8")
+    assert idle["kv_cache_dtype"] in ("f32", "bf16", "fp8_e4m3")
     assert [p["rank"] for p in idle["kv_pages"]] == [0, 1] and idle["attention_layout"] == "dop"
 
     with ThreadPoolExecutor(1) as pool:
@@ -127,3 +130,22 @@ def test_latency_histograms_count_finished_requests(json_server):
     assert [a - b for a, b in zip(after, before)] == [3, 3, 3]
     m = json_server.metrics()
     assert m['splash_e2e_request_latency_seconds_bucket{le="+Inf"}'] == after[1]
+
+
+def test_fp8_kv_cache_is_reported_and_serves(ids_server):
+    """--kv-cache-dtype fp8_e4m3: server_args and the live state say so, the startup log gives its bytes per
+    token, and a request decodes from the FP8 cache."""
+    s = Server(MODEL, "--kv-cache-dtype", "fp8_e4m3", name="admin_fp8")
+    try:
+        info = s.get("/get_server_info").json()
+        assert info["kv_cache_dtype"] == "fp8_e4m3"
+        assert info["internal_states"][0]["kv_cache_dtype"] == "fp8_e4m3"
+        r = s.post("/generate", {"input_ids": [5, 6, 7, 8], "sampling_params": {"max_new_tokens": 6, "temperature": 0,
+                                                                               "ignore_eos": True}})
+        assert r.status_code == 200 and len(r.json()["output_ids"]) == 6, r.text
+        assert re.search(r"KV cache: fp8_e4m3 \(84 B per token and layer\)", s.log_tail(20000)), s.log_tail()
+        # The capacity in pages is the flag's (--kv-pages), whatever the element.
+        assert [p["capacity"] for p in info["internal_states"][0]["kv_pages"]] == \
+            [p["capacity"] for p in ids_server.get("/get_server_info").json()["internal_states"][0]["kv_pages"]]
+    finally:
+        assert s.stop() == 0, s.log_tail()

@@ -178,6 +178,7 @@ TEST(GroupCommand, ARunCarriesItsPlanAndSwitch) {
   opt.page_size = 16;
   opt.backend = "cuda";
   opt.count_traffic = true;
+  opt.kv_cache_dtype = KvCacheDtype::FP8E4M3;  // the followers allocate the leader's cache element
   c = decode_command(start_command(opt));
   EXPECT_EQ(c.kind, CommandKind::Start);
   EXPECT_EQ(c.options.ranks, 8);
@@ -185,6 +186,7 @@ TEST(GroupCommand, ARunCarriesItsPlanAndSwitch) {
   EXPECT_EQ(c.options.page_size, 16);
   EXPECT_EQ(c.options.backend, "cuda");
   EXPECT_TRUE(c.options.count_traffic);
+  EXPECT_EQ(c.options.kv_cache_dtype, KvCacheDtype::FP8E4M3);
   EXPECT_EQ(decode_command(allocate_command(1234)).pages, 1234);
   EXPECT_EQ(decode_command(simple_command(CommandKind::Stop)).kind, CommandKind::Stop);
 }

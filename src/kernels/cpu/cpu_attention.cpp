@@ -28,32 +28,89 @@ float softmax_lse(std::vector<float>& s, int64_t n) {
   return mx + static_cast<float>(std::log(sum));
 }
 
-int64_t slot_count(const Tensor& pool) { return pool.size(0) * pool.size(1); }
+// One token's W values as f32: the stored element converted, an F8E4M3 code times the token's scale.
+void read_token(const LatentPool& pool, int64_t slot, float* out) {
+  const int64_t W = pool.width();
+  const char* p = static_cast<const char*>(pool.data.data()) + slot * W * static_cast<int64_t>(dtype_size(pool.data.dtype()));
+  if (pool.fp8()) {
+    const float s = pool.scales.ptr<float>()[slot];
+    const auto* q = reinterpret_cast<const uint8_t*>(p);
+    for (int64_t w = 0; w < W; ++w) out[w] = f8e4m3_to_f32(q[w]) * s;
+    return;
+  }
+  convert_to_f32(pool.data.dtype(), p, out, static_cast<size_t>(W));
+}
 
-const float* pool_slot(const Tensor& pool, int64_t slot) {
-  return pool.ptr<float>() + slot * pool.size(2);
+void write_token(const LatentPool& pool, int64_t slot, const float* x) {
+  const int64_t W = pool.width();
+  char* p = static_cast<char*>(pool.data.data()) + slot * W * static_cast<int64_t>(dtype_size(pool.data.dtype()));
+  if (pool.fp8()) {
+    pool.scales.ptr<float>()[slot] = quantize_e4m3_token(x, W, reinterpret_cast<uint8_t*>(p));
+    return;
+  }
+  convert_from_f32(x, pool.data.dtype(), p, static_cast<size_t>(W));
+}
+
+// Raw record of a token: its W stored elements' bytes, then (F8E4M3) the scale's 4 bytes.
+void copy_record(const LatentPool& pool, int64_t slot, uint8_t* record, bool to_pool) {
+  const int64_t bytes = pool.width() * static_cast<int64_t>(dtype_size(pool.data.dtype()));
+  char* p = static_cast<char*>(pool.data.data()) + slot * bytes;
+  if (to_pool) std::memcpy(p, record, static_cast<size_t>(bytes));
+  else std::memcpy(record, p, static_cast<size_t>(bytes));
+  if (!pool.fp8()) return;
+  float* s = pool.scales.ptr<float>() + slot;
+  if (to_pool) std::memcpy(s, record + bytes, 4);
+  else std::memcpy(record + bytes, s, 4);
+}
+
+void check_pool(const LatentPool& pool, const char* op) {
+  const DType t = pool.data.dtype();
+  SPLASH_CHECK(pool.data.ndim() == 3 && pool.data.is_contiguous() &&
+                   (t == DType::F32 || t == DType::BF16 || t == DType::F8E4M3),
+               "{}: the pool must be a contiguous [pages, page_size, W] of F32, BF16 or F8_E4M3, got {} {}", op,
+               dtype_name(t), pool.data.shape_str());
+  if (pool.fp8())
+    SPLASH_CHECK(pool.scales.dtype() == DType::F32 && pool.scales.is_contiguous() &&
+                     pool.scales.numel() == pool.slots(),
+                 "{}: an F8_E4M3 pool {} needs F32 scales [pages, page_size], got {}", op, pool.data.shape_str(),
+                 pool.scales.defined() ? pool.scales.shape_str() : std::string("none"));
+}
+
+// Rows of a store or gather: raw records (U8, record_bytes wide) or values (F32, W wide).
+bool raw_rows(const LatentPool& pool, const Tensor& rows, const char* op) {
+  cpu::require_rows(rows, op);
+  if (rows.dtype() == DType::U8) {
+    SPLASH_CHECK(rows.size(1) == pool.record_bytes(), "{}: records {} for a pool of {}-byte records {}", op,
+                 rows.shape_str(), pool.record_bytes(), pool.data.shape_str());
+    return true;
+  }
+  cpu::require_f32(rows, op);
+  SPLASH_CHECK(rows.size(1) == pool.width(), "{}: rows {} vs pool {}", op, rows.shape_str(), pool.data.shape_str());
+  return false;
 }
 
 }  // namespace
 
-void CpuBackend::store_latents(Tensor pool, Tensor latent, Tensor slots, Stream) {
-  cpu::require_f32(pool, "latent pool");
-  const int64_t W = pool.size(2);
-  SPLASH_CHECK(latent.size(1) == W, "store_latents: latent {} vs pool {}", latent.shape_str(), pool.shape_str());
+void CpuBackend::store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream) {
+  check_pool(pool, "store_latents");
+  const bool raw = raw_rows(pool, latent, "store_latents");
   for (int64_t n = 0; n < latent.size(0); ++n) {
     int32_t s = slots.ptr<int32_t>()[n];
     if (s < 0) continue;
-    SPLASH_CHECK(s < slot_count(pool), "slot {} beyond the pool", s);
-    std::memcpy(pool.ptr<float>() + s * W, cpu::row(latent, n), sizeof(float) * W);
+    SPLASH_CHECK(s < pool.slots(), "slot {} beyond the pool", s);
+    if (raw) copy_record(pool, s, latent.ptr<uint8_t>() + n * latent.stride(0), true);
+    else write_token(pool, s, cpu::row(latent, n));
   }
 }
 
-void CpuBackend::gather_latents(Tensor out, Tensor pool, Tensor slots, Stream) {
-  const int64_t W = pool.size(2);
+void CpuBackend::gather_latents(Tensor out, const LatentPool& pool, Tensor slots, Stream) {
+  check_pool(pool, "gather_latents");
+  const bool raw = raw_rows(pool, out, "gather_latents");
   for (int64_t n = 0; n < out.size(0); ++n) {
     int32_t s = slots.ptr<int32_t>()[n];
-    SPLASH_CHECK(s >= 0 && s < slot_count(pool), "slot {} beyond the pool", s);
-    std::memcpy(cpu::row(out, n), pool_slot(pool, s), sizeof(float) * W);
+    SPLASH_CHECK(s >= 0 && s < pool.slots(), "slot {} beyond the pool", s);
+    if (raw) copy_record(pool, s, out.ptr<uint8_t>() + n * out.stride(0), false);
+    else read_token(pool, s, cpu::row(out, n));
   }
 }
 
@@ -68,11 +125,17 @@ void CpuBackend::map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_s
   }
 }
 
+// Over an F32 pool the tokens are read in place; over a BF16 or F8E4M3 pool each row's tokens are first
+// converted to f32 (dequantized with their scales), so attention over a quantized pool equals attention
+// over its dequantized values exactly.
 void CpuBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) {
   const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
   const int64_t page = kv.pool.size(1), max_pages = kv.page_table.size(1);
   SPLASH_CHECK(kv.pool.size(2) == W && out.size(0) == N && out.size(1) == H, "attention_absorbed shapes");
-  std::vector<float> s;
+  const LatentPool pool(kv.pool, kv.scales);
+  check_pool(pool, "attention_absorbed");
+  const bool in_place = kv.pool.dtype() == DType::F32;
+  std::vector<float> s, values;
   std::vector<const float*> toks;
   for (int64_t n = 0; n < N; ++n) {
     const int32_t seq = kv.row_seq.ptr<int32_t>()[n];
@@ -80,7 +143,17 @@ void CpuBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const Page
     SPLASH_CHECK(len <= max_pages * page, "row {} attends {} tokens, page table holds {}", n, len, max_pages * page);
     const int32_t* pages = kv.page_table.ptr<int32_t>() + seq * kv.page_table.stride(0);
     toks.resize(len);
-    for (int64_t t = 0; t < len; ++t) toks[t] = pool_slot(kv.pool, int64_t{pages[t / page]} * page + t % page);
+    if (!in_place) values.resize(static_cast<size_t>(len * W));
+    for (int64_t t = 0; t < len; ++t) {
+      const int64_t slot = int64_t{pages[t / page]} * page + t % page;
+      SPLASH_CHECK(slot >= 0 && slot < pool.slots(), "row {} reads slot {} beyond the pool", n, slot);
+      if (in_place) {
+        toks[t] = kv.pool.ptr<float>() + slot * W;
+      } else {
+        read_token(pool, slot, values.data() + t * W);
+        toks[t] = values.data() + t * W;
+      }
+    }
     s.resize(len);
     for (int64_t h = 0; h < H; ++h) {
       const float* qv = q.ptr<float>() + n * q.stride(0) + h * q.stride(1);

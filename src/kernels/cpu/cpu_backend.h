@@ -32,8 +32,8 @@ class CpuBackend : public Backend {
   void gather_rows(Tensor out, Tensor in, Tensor rows) override;
   void scatter_rows(Tensor out, Tensor in, Tensor rows) override;
 
-  void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s = {}) override;
-  void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s = {}) override;
+  void store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream s = {}) override;
+  void gather_latents(Tensor out, const LatentPool& pool, Tensor slots, Stream s = {}) override;
   void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s = {}) override;
   void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,

@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/latent_fp8.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -327,28 +328,57 @@ void CudaBackend::scatter_rows(Tensor out, Tensor in, Tensor rows) {
                ctx_->compute);
 }
 
-void CudaBackend::store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s) {
+// Raw records (U8 [n, record_bytes]) move bytes: the elements, then for an F8E4M3 pool the scale's 4
+// bytes, both by the indexed row copy. Values of the pool's dtype are copied; values into an F8E4M3 pool
+// are quantized, out of it dequantized (latent_fp8.cu).
+void CudaBackend::store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream s) {
   require_rows(latent, "store_latents latent");
   require_device(slots, "store_latents slots");
-  const int64_t W = pool.size(2);
-  SPLASH_CHECK(pool.ndim() == 3 && pool.is_contiguous() && latent.size(1) == W && latent.dtype() == pool.dtype() &&
-                   slots.dtype() == DType::I32 && slots.numel() == latent.size(0),
-               "store_latents: pool {} latent {} slots {}", pool.shape_str(), latent.shape_str(), slots.shape_str());
-  const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
-  indexed_copy(pool, slots, pool.size(0) * pool.size(1), W * es, latent, {}, latent.size(0), row_stride_bytes(latent),
-               latent.size(0), W * es, true, kErrSlot, errors(), stream_of(s));
+  const Tensor& data = pool.data;
+  SPLASH_CHECK(data.ndim() == 3 && data.is_contiguous() && slots.dtype() == DType::I32 &&
+                   slots.numel() == latent.size(0),
+               "store_latents: pool {} latent {} slots {}", data.shape_str(), latent.shape_str(), slots.shape_str());
+  const int64_t W = data.size(2), es = static_cast<int64_t>(dtype_size(data.dtype())), n = latent.size(0);
+  if (latent.dtype() == DType::U8) {
+    SPLASH_CHECK(latent.size(1) == pool.record_bytes(), "store_latents: records {} for a pool of {}-byte records {}",
+                 latent.shape_str(), pool.record_bytes(), data.shape_str());
+    indexed_copy(data, slots, pool.slots(), W * es, latent, {}, n, row_stride_bytes(latent), n, W * es, true, kErrSlot,
+                 errors(), stream_of(s));
+    if (pool.fp8())
+      indexed_copy(pool.scales, slots, pool.slots(), 4, latent.slice(1, W, W + 4), {}, n, row_stride_bytes(latent), n,
+                   4, true, kErrSlot, errors(), stream_of(s));
+    return;
+  }
+  if (pool.fp8()) return quantize_latents(data, pool.scales, latent, slots, kErrSlot, errors(), stream_of(s));
+  SPLASH_CHECK(latent.size(1) == W && latent.dtype() == data.dtype(),
+               "store_latents: pool {} {} latent {} {}", dtype_name(data.dtype()), data.shape_str(),
+               dtype_name(latent.dtype()), latent.shape_str());
+  indexed_copy(data, slots, pool.slots(), W * es, latent, {}, n, row_stride_bytes(latent), n, W * es, true, kErrSlot,
+               errors(), stream_of(s));
 }
 
-void CudaBackend::gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s) {
+void CudaBackend::gather_latents(Tensor out, const LatentPool& pool, Tensor slots, Stream s) {
   require_rows(out, "gather_latents out");
   require_device(slots, "gather_latents slots");
-  const int64_t W = pool.size(2);
-  SPLASH_CHECK(pool.ndim() == 3 && pool.is_contiguous() && out.size(1) == W && out.dtype() == pool.dtype() &&
-                   slots.dtype() == DType::I32 && slots.numel() == out.size(0),
-               "gather_latents: out {} pool {} slots {}", out.shape_str(), pool.shape_str(), slots.shape_str());
-  const int64_t es = static_cast<int64_t>(dtype_size(pool.dtype()));
-  indexed_copy(out, {}, out.size(0), row_stride_bytes(out), pool, slots, pool.size(0) * pool.size(1), W * es,
-               out.size(0), W * es, false, kErrSlot, errors(), stream_of(s));
+  const Tensor& data = pool.data;
+  SPLASH_CHECK(data.ndim() == 3 && data.is_contiguous() && slots.dtype() == DType::I32 && slots.numel() == out.size(0),
+               "gather_latents: out {} pool {} slots {}", out.shape_str(), data.shape_str(), slots.shape_str());
+  const int64_t W = data.size(2), es = static_cast<int64_t>(dtype_size(data.dtype())), n = out.size(0);
+  if (out.dtype() == DType::U8) {
+    SPLASH_CHECK(out.size(1) == pool.record_bytes(), "gather_latents: records {} for a pool of {}-byte records {}",
+                 out.shape_str(), pool.record_bytes(), data.shape_str());
+    indexed_copy(out, {}, n, row_stride_bytes(out), data, slots, pool.slots(), W * es, n, W * es, false, kErrSlot,
+                 errors(), stream_of(s));
+    if (pool.fp8())
+      indexed_copy(out.slice(1, W, W + 4), {}, n, row_stride_bytes(out), pool.scales, slots, pool.slots(), 4, n, 4,
+                   false, kErrSlot, errors(), stream_of(s));
+    return;
+  }
+  if (pool.fp8()) return dequantize_latents(out, data, pool.scales, slots, kErrSlot, errors(), stream_of(s));
+  SPLASH_CHECK(out.size(1) == W && out.dtype() == data.dtype(), "gather_latents: out {} {} pool {} {}",
+               dtype_name(out.dtype()), out.shape_str(), dtype_name(data.dtype()), data.shape_str());
+  indexed_copy(out, {}, n, row_stride_bytes(out), data, slots, pool.slots(), W * es, n, W * es, false, kErrSlot,
+               errors(), stream_of(s));
 }
 
 __global__ void map_page_slots_kernel(int32_t* slots, const int32_t* v, int64_t n, const int32_t* pages,

@@ -12,11 +12,16 @@
 namespace splash::cuda {
 
 // Absorbed MLA = MQA with one latent KV head over the paged cache. q [N, H, W] bf16 (W = C + d_r; any
-// strides with the last dim contiguous), kv.pool [pages, page_size, W] bf16, kv.page_table I32
+// strides with the last dim contiguous), kv.pool [pages, page_size, W] bf16 or F8E4M3, kv.page_table I32
 // [S, max_pages], kv.row_seq I32 [N], kv.row_kv_len I32 [N] (row n attends to the first row_kv_len[n]
 // tokens of its sequence; 0 gives out = 0, lse = -inf). out [N, H, C] bf16 (V = the first C values of
 // each token; last dim contiguous), lse [N, H] F32 natural log. Any C, d_r, H and page size; the
-// specialized kernel runs (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned q and pool rows.
+// specialized kernels run (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned q and pool rows.
+// An F8E4M3 pool comes with kv.scales F32 [pages, page_size] (any strides): value w of a token is
+// e4m3(code_w) * its scale, and the result is attention over those values: the codes become bf16
+// exactly, the products run on them unscaled, and the scale multiplies the token's score and its
+// probability in P V (the softmax sums use the unscaled probabilities). Only P's bf16 rounding (that
+// of p * scale) differs from the bf16 path.
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s);
 

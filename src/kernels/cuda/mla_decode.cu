@@ -5,14 +5,18 @@
 // blocks (flash-decoding, mla_decode_splits.cu) so that one row still fills every SM; a second kernel
 // merges the splits by lse. Built for (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned rows; every
 // other shape or layout goes to the generic kernel (mla_decode_generic.cu).
-#include <limits>
+// FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
+// block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
+// them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh).
+#include <type_traits>
 
+#include "kernels/cuda/attention_fp8.cuh"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mla_attention.cuh"
-#include "kernels/cuda/mla_decode_splits.cuh"
+#include "kernels/cuda/mla_decode_kernel.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {
@@ -20,8 +24,10 @@ namespace {
 
 using namespace attn;
 
-template <int C_, int W_, int HB_>
+template <int C_, int W_, int HB_, class T_>
 struct DecodeCfg {
+  using T = T_;  // the cache element: bf16, or e4m3 (raw stages, each converted to the one bf16 tile)
+  static constexpr bool kScaled = std::is_same_v<T, e4m3>;
   static constexpr int C = C_, W = W_, HB = HB_;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int MT = HB / 16;  // 16-head m-tiles
@@ -45,15 +51,15 @@ struct DecodeCfg {
   static constexpr int CPW = C / kWarps;
   static constexpr int ONT_WG = C / 2 / 8;  // n-tiles of a warpgroup's half with wgmma
   static constexpr int ONT = CPW / 8;
+  static constexpr int kTiles = kScaled ? 1 : kStages;  // bf16 tiles
   // Shared memory (bytes).
   static constexpr int kQ = 0;
   static constexpr int kKV = kQ + (kWgmma ? HB * WP * 2 : 0);
-  static constexpr int kP = kKV + kStages * BT * WP * 2;
-  static constexpr int kRedMax = kP + HB * BT * 2;
-  static constexpr int kRedSum = kRedMax + TG * HB * 4;
-  static constexpr int kAlpha = kRedSum + TG * HB * 4;
-  static constexpr int kRowM = kAlpha + HB * 4;
-  static constexpr int kSmem = kRowM + HB * 4;
+  static constexpr int kP = kKV + kTiles * BT * WP * 2;
+  static constexpr int kRaw = kP + HB * BT * 2;                           // fp8: codes [kStages][BT][W]
+  static constexpr int kScale = kRaw + (kScaled ? kStages * BT * W : 0);  // fp8: token scales [kStages][BT]
+  static constexpr int kRows = kScale + (kScaled ? kStages * BT * 4 : 0);  // RowStats
+  static constexpr int kSmem = kRows + RowStats<TG, HB>::kBytes;
   static_assert(W % 16 == 0 && C % 64 == 0 && C <= W, "latent widths");
   static_assert(SNT >= 1 && (SNT == 1 || SNT % 2 == 0) && (ONT == 1 || ONT % 2 == 0), "fragment tiling");
   static_assert(kSmem <= 232448, "shared memory of one Hopper block");
@@ -61,60 +67,40 @@ struct DecodeCfg {
   static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
 
-struct DecodeArgs : PagedRows {
-  int G;
-  float scale_log2;
-  SplitResults res;
-};
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
+// The fp8 codes of a staged tile [BT][W] -> the bf16 tile (slab layout), 8 codes (a 16-byte chunk) a step.
 template <class K>
-__device__ void store_row_result(const DecodeArgs& a, int n, int split, int head, int col, float v0, float v1,
-                                 bool write_lse, float lse) {
-  if (a.res.splits == 1) {
-    *reinterpret_cast<uint32_t*>(a.res.out + n * a.res.out_s0 + head * a.res.out_s1 + col) = pack_bf16(v0, v1);
-    if (write_lse) a.res.lse[n * a.res.lse_s0 + head] = lse;
-  } else {
-    const int64_t r = (int64_t{split} * a.res.N + n) * a.res.H + head;
-    *reinterpret_cast<float2*>(a.res.part_o + r * K::C + col) = make_float2(v0, v1);
-    if (write_lse) a.res.part_lse[r] = lse;
+__device__ __forceinline__ void convert_tile(const uint8_t* raw, bf16* tile) {
+  constexpr int kChunks = K::W / 8;
+  for (int u = threadIdx.x; u < K::BT * kChunks; u += K::kThreads) {
+    const int r = u / kChunks, c = u - r * kChunks;
+    const uint2 x = *reinterpret_cast<const uint2*>(raw + r * K::W + c * 8);
+    uint4 y;
+    e4m3x4_to_bf16(x.x, y.x, y.y);
+    e4m3x4_to_bf16(x.y, y.z, y.w);
+    *reinterpret_cast<uint4*>(tile + slab<K::BT>(r, c * 8)) = y;
   }
 }
 
-// One block: row n, heads [hg * HB, hg * HB + HB), tokens of split `split`. Block order puts the G head
-// groups of one (row, split) side by side, so the second group's tile reads mostly hit L2.
+// One block: row n, heads [h0, h0 + HB), tokens of split `split` (decode_block).
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const DecodeArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* kv_s = reinterpret_cast<bf16*>(smem + K::kKV);
-  // Without wgmma, Q passes through the last stage on its way to registers.
-  bf16* q_s = K::kWgmma ? reinterpret_cast<bf16*>(smem + K::kQ) : kv_s + (K::kStages - 1) * K::BT * K::WP;
+  // Without wgmma, Q passes through a bf16 tile on its way to registers: the last stage, which the first
+  // loads leave free, or the one converted tile (fp8).
+  bf16* q_s = K::kWgmma ? reinterpret_cast<bf16*>(smem + K::kQ) : kv_s + (K::kTiles - 1) * K::BT * K::WP;
   bf16* p_s = reinterpret_cast<bf16*>(smem + K::kP);
-  float* red_max = reinterpret_cast<float*>(smem + K::kRedMax);
-  float* red_sum = reinterpret_cast<float*>(smem + K::kRedSum);
-  float* alpha_s = reinterpret_cast<float*>(smem + K::kAlpha);
-  float* rowm_s = reinterpret_cast<float*>(smem + K::kRowM);
+  uint8_t* raw_s = smem + K::kRaw;
+  float* sc_s = reinterpret_cast<float*>(smem + K::kScale);
+  const RowStats<K::TG, K::HB> rs(smem + K::kRows);
 
   if constexpr (K::kWgmma)
     if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
-  const int split = rest % a.res.splits, n = rest / a.res.splits;
-  const int h0 = hg * K::HB;
-  const int2 span = split_tokens(a.row_len[n], a.res.splits, split);
-  const int t_begin = span.x, t_end = span.y;
+  const DecodeBlock b = decode_block(a, K::HB);
+  const int n = b.n, split = b.split, h0 = b.h0, t_begin = b.t_begin, t_end = b.t_end;
   const int c0 = warp * K::CPW;
-
-  if (t_begin >= t_end) {  // no tokens here: out = 0, lse = -inf (what the merge expects of an empty part)
-    for (int r = 0; r < K::HB; ++r) {
-      const int head = h0 + r;
-      if (head >= a.res.H) break;
-      for (int c = 2 * tid; c < K::C; c += 2 * K::kThreads)
-        store_row_result<K>(a, n, split, head, c, 0.f, 0.f, c == 0, kNegInf);
-    }
-    return;
-  }
+  if (t_begin >= t_end) return store_empty_block<K>(a, b);
 
   // Q rows (zero for heads past H), then the first tiles: 8 threads per row, 16 bytes each per step.
   const int ntiles = (t_end - t_begin + K::BT - 1) / K::BT;
@@ -126,21 +112,23 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   }
   const int32_t* pages = a.page_table + a.row_seq[n] * a.pt_s0;
   auto load_tile = [&](int tile, int stage) {
-    bf16* dst = kv_s + stage * K::BT * K::WP;
     for (int r = tid >> 3; r < K::BT; r += K::kThreads / 8) {
       const int t = t_begin + tile * K::BT + r;
       const bool ok = t < t_end;
-      const bf16* src = a.pool;
-      if (ok) src = a.pool + int64_t{pages[t / a.page_size]} * a.pool_s0 + int64_t{t % a.page_size} * a.pool_s1;
-      for (int c = sub; c < K::WCH; c += 8) cp_async16(dst + slab<K::BT>(r, c * 8), src + c * 8, ok);
+      if constexpr (K::kScaled) {
+        uint8_t* dst = raw_s + (stage * K::BT + r) * K::W;
+        const auto* src = reinterpret_cast<const uint8_t*>(ok ? a.token_row<e4m3>(pages, t) : a.pool);
+        for (int c = sub; c < K::W / 16; c += 8) cp_async16(dst + c * 16, src + c * 16, ok);
+        if (sub == 0) cp_async4(sc_s + stage * K::BT + r, ok ? a.token_scale(pages, t) : a.scales, ok);
+      } else {
+        bf16* dst = kv_s + stage * K::BT * K::WP;
+        const bf16* src = ok ? a.token_row<bf16>(pages, t) : static_cast<const bf16*>(a.pool);
+        for (int c = sub; c < K::WCH; c += 8) cp_async16(dst + slab<K::BT>(r, c * 8), src + c * 8, ok);
+      }
     }
   };
   cp_async_commit();
-#pragma unroll
-  for (int st = 0; st + 1 < K::kStages; ++st) {
-    if (st < ntiles) load_tile(st, st);
-    cp_async_commit();  // one group per stage, empty or not, keeps the wait counts fixed
-  }
+  load_first_tiles<K::kStages>(ntiles, load_tile);
 
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
@@ -157,12 +145,17 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
   float o[K::kWgmmaPV ? 1 : K::MT][K::kWgmmaPV ? K::ONT_WG : K::ONT][4] = {};
 
   for (int it = 0; it < ntiles; ++it) {
+    const int stage = it % K::kStages;
     cp_async_wait<K::kStages - 2>();
-    if constexpr (K::kWgmma) fence_async_smem();
+    if constexpr (K::kWgmma && !K::kScaled) fence_async_smem();  // cp.async wrote what wgmma reads
     __syncthreads();  // tile `it` is visible, and every warp is done with the stage the next load overwrites
-    if (it + K::kStages - 1 < ntiles) load_tile(it + K::kStages - 1, (it + K::kStages - 1) % K::kStages);
-    cp_async_commit();
-    const bf16* kt = kv_s + (it % K::kStages) * K::BT * K::WP;
+    load_next_tile<K::kStages>(it, ntiles, load_tile);
+    if constexpr (K::kScaled) {
+      convert_tile<K>(raw_s + stage * K::BT * K::W, kv_s);  // the last tile's products are done (barrier above)
+      if constexpr (K::kWgmma) fence_async_smem();           // the tile (and Q, from cp.async) go to wgmma
+      __syncthreads();
+    }
+    const bf16* kt = kv_s + (K::kScaled ? 0 : stage) * K::BT * K::WP;
 
     float s[K::SNT][4] = {};
     if constexpr (K::kWgmma) {
@@ -194,46 +187,9 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
     }
 
     const int tok0 = t_begin + it * K::BT + tg * K::TPW + 2 * t4;
-    float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-    for (int j = 0; j < K::SNT; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool ok = tok0 + j * 8 + e < t_end;
-        s[j][e] = ok ? s[j][e] * a.scale_log2 : kNegInf;
-        s[j][2 + e] = ok ? s[j][2 + e] * a.scale_log2 : kNegInf;
-        mx[0] = fmaxf(mx[0], s[j][e]);
-        mx[1] = fmaxf(mx[1], s[j][2 + e]);
-      }
-    mx[0] = quad_max(mx[0]);
-    mx[1] = quad_max(mx[1]);
-    if (t4 == 0) {
-      red_max[tg * K::HB + srow] = mx[0];
-      red_max[tg * K::HB + srow + 8] = mx[1];
-    }
-    __syncthreads();
-
-    // Every tile holds a valid token for every head (tiles start inside the range), so m_new is finite.
     float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float m_new = m_run[r];
-#pragma unroll
-      for (int k = 0; k < K::TG; ++k) m_new = fmaxf(m_new, red_max[k * K::HB + srow + 8 * r]);
-      alpha[r] = exp2f(m_run[r] - m_new);
-      m_run[r] = m_new;
-      l_run[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int j = 0; j < K::SNT; ++j) {
-      const float p0 = exp2f(s[j][0] - m_run[0]), p1 = exp2f(s[j][1] - m_run[0]);
-      const float p2 = exp2f(s[j][2] - m_run[1]), p3 = exp2f(s[j][3] - m_run[1]);
-      l_run[0] += p0 + p1;
-      l_run[1] += p2 + p3;
-      const int col = tg * K::TPW + j * 8 + 2 * t4;
-      *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(p0, p1);
-      *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(p2, p3);
-    }
+    softmax_tile<K>(s, tok0, t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run, l_run,
+                    alpha);
     if constexpr (K::kWgmmaPV) {
       fence_async_smem();  // P goes to wgmma
       __syncthreads();
@@ -255,14 +211,14 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
       reg_fence(o[0]);
     } else {
       if (tg == 0 && t4 == 0) {
-        alpha_s[srow] = alpha[0];
-        alpha_s[srow + 8] = alpha[1];
+        rs.alpha[srow] = alpha[0];
+        rs.alpha[srow + 8] = alpha[1];
       }
       __syncthreads();
 
 #pragma unroll
       for (int mi = 0; mi < K::MT; ++mi) {
-        const float al0 = alpha_s[mi * 16 + g], al1 = alpha_s[mi * 16 + g + 8];
+        const float al0 = rs.alpha[mi * 16 + g], al1 = rs.alpha[mi * 16 + g + 8];
 #pragma unroll
         for (int j = 0; j < K::ONT; ++j) {
           o[mi][j][0] *= al0;
@@ -297,27 +253,19 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
     }
   }
 
-  // Row sums: over the quad, then over the token groups; the PV warps read them back per row.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = quad_sum(l_run[r]);
-    if (t4 == 0) red_sum[tg * K::HB + srow + 8 * r] = l;
-    if (!K::kWgmmaPV && t4 == 0 && tg == 0) rowm_s[srow + 8 * r] = m_run[r];  // wgmma PV keeps its rows
-  }
-  __syncthreads();
+  // Row sums: over the quad, then over the token groups; the PV warps read them back per row (wgmma PV
+  // keeps its rows, and their max).
+  publish_row_sums<K>(l_run, m_run, tg, srow, t4, rs, !K::kWgmmaPV);
   if constexpr (K::kWgmmaPV) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = srow + 8 * r, head = h0 + row;
       if (head >= a.res.H) continue;
-      float l = 0.f;
-#pragma unroll
-      for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
-      const float inv = 1.f / l, lse = (m_run[r] + log2f(l)) * kLn2;
+      const RowResult rr = row_result<K>(rs, m_run[r], row);
 #pragma unroll
       for (int j = 0; j < K::ONT_WG; ++j)
-        store_row_result<K>(a, n, split, head, tg * (K::C / 2) + j * 8 + 2 * t4, o[0][j][2 * r] * inv,
-                            o[0][j][2 * r + 1] * inv, tg == 0 && t4 == 0 && j == 0, lse);
+        store_row_result<K::C>(a, n, split, head, tg * (K::C / 2) + j * 8 + 2 * t4, o[0][j][2 * r] * rr.inv,
+                               o[0][j][2 * r + 1] * rr.inv, tg == 0 && t4 == 0 && j == 0, rr.lse);
     }
   } else {
 #pragma unroll
@@ -326,21 +274,18 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
       for (int r = 0; r < 2; ++r) {
         const int row = mi * 16 + g + 8 * r, head = h0 + row;
         if (head >= a.res.H) continue;
-        float l = 0.f;
-#pragma unroll
-        for (int k = 0; k < K::TG; ++k) l += red_sum[k * K::HB + row];
-        const float inv = 1.f / l, lse = (rowm_s[row] + log2f(l)) * kLn2;
+        const RowResult rr = row_result<K>(rs, rs.rowm[row], row);
 #pragma unroll
         for (int j = 0; j < K::ONT; ++j)
-          store_row_result<K>(a, n, split, head, c0 + j * 8 + 2 * t4, o[mi][j][2 * r] * inv, o[mi][j][2 * r + 1] * inv,
-                              warp == 0 && t4 == 0 && j == 0, lse);
+          store_row_result<K::C>(a, n, split, head, c0 + j * 8 + 2 * t4, o[mi][j][2 * r] * rr.inv,
+                                 o[mi][j][2 * r + 1] * rr.inv, warp == 0 && t4 == 0 && j == 0, rr.lse);
       }
   }
 }
 
-template <int C, int W, int HB>
-void launch_decode(DecodeArgs a, cudaStream_t s) {
-  using K = DecodeCfg<C, W, HB>;
+template <int C, int W, int HB, class T>
+void launch_decode(const DecodeArgs& a, cudaStream_t s) {
+  using K = DecodeCfg<C, W, HB, T>;
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_kernel<K>), K::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
   absorbed_decode_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
@@ -348,11 +293,17 @@ void launch_decode(DecodeArgs a, cudaStream_t s) {
   if (a.res.splits > 1) combine_splits(a.res, s);
 }
 
-template <int C, int W>
-void dispatch_heads(DecodeArgs a, cudaStream_t s) {
-  if (a.res.H <= 16) return launch_decode<C, W, 16>(a, s);
-  if (a.res.H <= 32) return launch_decode<C, W, 32>(a, s);
-  launch_decode<C, W, 64>(a, s);
+// Heads per block as launch_tensor_core counted them: 16, 32 or 64.
+template <int C, int W, class T>
+void dispatch_heads(const DecodeArgs& a, cudaStream_t s) {
+  if constexpr (std::is_same_v<T, e4m3> && C == 512) {
+    if (a.res.H <= 32) return launch_decode_fp8(a, s);
+    launch_decode<C, W, 64, T>(a, s);
+  } else {
+    if (a.res.H <= 16) return launch_decode<C, W, 16, T>(a, s);
+    if (a.res.H <= 32) return launch_decode<C, W, 32, T>(a, s);
+    launch_decode<C, W, 64, T>(a, s);
+  }
 }
 
 // The (C, W) the tensor-core kernel is built for, with the alignment it needs (out is written in pairs).
@@ -364,9 +315,18 @@ bool tensor_core_fits(const Tensor& out, const Tensor& q, const PagedKv& kv) {
 
 // What both absorbed kernels take.
 void check_absorbed_args(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv) {
-  for (const Tensor* t : {&q, &kv.pool, &out})
+  for (const Tensor* t : {&q, &out})
     SPLASH_CHECK(t->dtype() == DType::BF16 && t->ndim() == 3 && t->stride(2) == 1,
-                 "absorbed attention: q, pool and out are bf16 [_, _, _] with contiguous rows, got {}", t->shape_str());
+                 "absorbed attention: q and out are bf16 [_, _, _] with contiguous rows, got {}", t->shape_str());
+  const DType pool_t = kv.pool.dtype();
+  SPLASH_CHECK((pool_t == DType::BF16 || pool_t == DType::F8E4M3) && kv.pool.ndim() == 3 && kv.pool.stride(2) == 1,
+               "absorbed attention: the pool is bf16 or f8e4m3 [pages, page_size, W] with contiguous rows, got {} {}",
+               dtype_name(pool_t), kv.pool.shape_str());
+  if (pool_t == DType::F8E4M3)
+    SPLASH_CHECK(kv.scales.dtype() == DType::F32 && kv.scales.ndim() == 2 && kv.scales.size(0) == kv.pool.size(0) &&
+                     kv.scales.size(1) == kv.pool.size(1),
+                 "absorbed attention: an f8e4m3 pool {} needs f32 scales [pages, page_size], got {}",
+                 kv.pool.shape_str(), kv.scales.defined() ? kv.scales.shape_str() : std::string("none"));
   SPLASH_CHECK(lse.dtype() == DType::F32 && lse.ndim() == 2 && lse.stride(1) == 1, "absorbed lse: f32 [N, H]");
   const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
   SPLASH_CHECK(
@@ -387,10 +347,11 @@ void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, c
   a.G = static_cast<int>((H + HB - 1) / HB);
   a.scale_log2 = scale * kLog2e;
   a.res = split_results(out, lse, kv, a.G, s);
+  const bool fp8 = kv.pool.dtype() == DType::F8E4M3;
   if (C == 512)
-    dispatch_heads<512, 576>(a, s);
+    fp8 ? dispatch_heads<512, 576, e4m3>(a, s) : dispatch_heads<512, 576, bf16>(a, s);
   else
-    dispatch_heads<64, 80>(a, s);
+    fp8 ? dispatch_heads<64, 80, e4m3>(a, s) : dispatch_heads<64, 80, bf16>(a, s);
 }
 
 }  // namespace

@@ -10,8 +10,13 @@
 //   widest C of the instance, predicated on the runtime C.
 // Rows load as 16-byte cp.async chunks where they can, else element by element. Long rows are split
 // over blocks and merged as in mla_decode.cu (mla_decode_splits.cu).
+// FP8 pools: the codes are converted to bf16 on their way into the same tiles (16-byte loads where the
+// rows allow, else byte loads; plain loads, not cp.async), and each token's scale goes to shared memory
+// beside its tile: it scales the token's score, and its P in P V.
 #include <limits>
+#include <type_traits>
 
+#include "kernels/cuda/attention_fp8.cuh"
 #include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
@@ -48,16 +53,17 @@ struct GenericDecodeArgs : PagedRows {
 };
 
 // Shared memory (bytes): Q rows, then the KV stages (one array of rows with one stride), the partial
-// scores, P, and per head alpha and 1 / l.
+// scores, P, per head alpha and 1 / l, and (fp8) the stages' token scales.
 struct GenericDecodeSmem {
-  int kv, s_part, p, alpha, inv, total;
-  __host__ __device__ GenericDecodeSmem(int stride, int stages)
+  int kv, s_part, p, alpha, inv, scale, total;
+  __host__ __device__ GenericDecodeSmem(int stride, int stages, bool scaled)
       : kv(kHeads * stride * 2),
         s_part(kv + stages * kTile * stride * 2),
         p(s_part + kQuarters * kHeads * kSStride * 4),
         alpha(p + kHeads * kPStride * 2),
         inv(alpha + kHeads * 4),
-        total(inv + kHeads * 4) {}
+        scale(inv + kHeads * 4),
+        total(scale + (scaled ? stages * kTile * 4 : 0)) {}
 };
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -83,17 +89,19 @@ __device__ __forceinline__ void store_lse(const SplitResults& r, int n, int spli
 }
 
 // One block: row n, heads [hg * 16, hg * 16 + 16), tokens of split `split`; the G head groups of one
-// (row, split) sit side by side, so the later groups' tile reads mostly hit L2.
-template <int UNITS>
+// (row, split) sit side by side, so the later groups' tile reads mostly hit L2. T: the cache element.
+template <int UNITS, class T>
 __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const GenericDecodeArgs a) {
+  constexpr bool kScaled = std::is_same_v<T, e4m3>;
   extern __shared__ __align__(128) unsigned char smem[];
-  const GenericDecodeSmem L(a.stride, a.stages);
+  const GenericDecodeSmem L(a.stride, a.stages, kScaled);
   bf16* q_s = reinterpret_cast<bf16*>(smem);
   bf16* kv_s = reinterpret_cast<bf16*>(smem + L.kv);
   float* s_part = reinterpret_cast<float*>(smem + L.s_part);
   bf16* p_s = reinterpret_cast<bf16*>(smem + L.p);
   float* alpha_s = reinterpret_cast<float*>(smem + L.alpha);
   float* inv_s = reinterpret_cast<float*>(smem + L.inv);
+  float* sc_s = reinterpret_cast<float*>(smem + L.scale);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
@@ -132,22 +140,40 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
   }
   // A tile's token rows; tokens past the split's end are zeros (their V rows meet p = 0).
   const int32_t* pages = a.page_table + a.row_seq[n] * a.pt_s0;
-  auto token_row = [&](int t) {
-    return a.pool + int64_t{pages[t / a.page_size]} * a.pool_s0 + int64_t{t % a.page_size} * a.pool_s1;
-  };
   auto load_tile = [&](int tile, int stage) {
     bf16* dst = kv_s + stage * kTile * ws;
     const int t0 = t_begin + tile * kTile;
-    if (a.pool_vec) {
+    if constexpr (kScaled) {
+      if (tid < kTile) sc_s[stage * kTile + tid] = t0 + tid < t_end ? *a.token_scale(pages, t0 + tid) : 0.f;
+      if (a.pool_vec) {
+        for (int r = tid >> 3; r < kTile; r += kThreads / 8) {
+          const bool ok = t0 + r < t_end;
+          const auto* src = reinterpret_cast<const uint4*>(ok ? a.token_row<e4m3>(pages, t0 + r) : a.pool);
+          for (int c = tid & 7; c < W / 16; c += 8) {
+            uint4 lo, hi;
+            e4m3x16_to_bf16(ok ? src[c] : make_uint4(0, 0, 0, 0), lo, hi);
+            *reinterpret_cast<uint4*>(dst + r * ws + c * 16) = lo;
+            *reinterpret_cast<uint4*>(dst + r * ws + c * 16 + 8) = hi;
+          }
+        }
+      } else {
+        for (int i = tid; i < kTile * W; i += kThreads) {
+          const int r = i / W, c = i - r * W;
+          dst[r * ws + c] = t0 + r < t_end
+                                ? e4m3_to_bf16(reinterpret_cast<const uint8_t*>(a.token_row<e4m3>(pages, t0 + r))[c])
+                                : __float2bfloat16_rn(0.f);
+        }
+      }
+    } else if (a.pool_vec) {
       for (int r = tid >> 3; r < kTile; r += kThreads / 8) {
         const bool ok = t0 + r < t_end;
-        const bf16* src = ok ? token_row(t0 + r) : a.pool;
+        const bf16* src = ok ? a.token_row<bf16>(pages, t0 + r) : static_cast<const bf16*>(a.pool);
         for (int c = tid & 7; c < W / 8; c += 8) cp_async16(dst + r * ws + c * 8, src + c * 8, ok);
       }
     } else {
       for (int i = tid; i < kTile * W; i += kThreads) {
         const int r = i / W, c = i - r * W;
-        dst[r * ws + c] = t0 + r < t_end ? token_row(t0 + r)[c] : __float2bfloat16_rn(0.f);
+        dst[r * ws + c] = t0 + r < t_end ? a.token_row<bf16>(pages, t0 + r)[c] : __float2bfloat16_rn(0.f);
       }
     }
   };
@@ -174,6 +200,7 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
       cp_async_commit();
     }
     const bf16* kt = kv_s + stage * kTile * ws;
+    const float* tok_scale = sc_s + stage * kTile;
 
     float sc[2][4] = {};
     for (int ks = kq; ks < a.ksteps; ks += kQuarters) {
@@ -193,19 +220,21 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
     __syncthreads();
 
     // Every tile starts inside the split, so lane 0's token is valid and m_new is finite.
+    // The token's scale (fp8) multiplies its score, and its P: what P V multiplies its stored values by.
     const bool valid = t_begin + it * kTile + lane < t_end;
+    const float ts = kScaled ? tok_scale[lane] : 1.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int hr = 2 * warp + r;
       float x = s_part[hr * kSStride + lane];
 #pragma unroll
       for (int k = 1; k < kQuarters; ++k) x += s_part[(k * kHeads + hr) * kSStride + lane];
-      x = valid ? x * a.scale_log2 : kNegInf;
+      x = valid ? x * (kScaled ? a.scale_log2 * ts : a.scale_log2) : kNegInf;
       const float m_new = fmaxf(m_run[r], warp_max(x));
       const float alpha = exp2f(m_run[r] - m_new), p = exp2f(x - m_new);
       m_run[r] = m_new;
       l_run[r] = l_run[r] * alpha + p;
-      p_s[hr * kPStride + lane] = __float2bfloat16_rn(p);
+      p_s[hr * kPStride + lane] = __float2bfloat16_rn(kScaled ? p * ts : p);
       if (lane == 0) alpha_s[hr] = alpha;
     }
     __syncthreads();
@@ -267,19 +296,30 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
   }
 }
 
-// The widest W whose Q and one tile fit one block's shared memory.
+// The widest W whose Q and one tile (and the token scales of an fp8 pool) fit one block's shared memory.
 int max_width() {
-  const int max_stride = (kMaxBlockSmem - GenericDecodeSmem(0, 1).total) / (2 * (kHeads + kTile));
+  const int max_stride = (kMaxBlockSmem - GenericDecodeSmem(0, 1, true).total) / (2 * (kHeads + kTile));
   return (max_stride - 8) / 16 * 16;
 }
 
-template <int UNITS>
+template <int UNITS, class T>
 void launch(const GenericDecodeArgs& a, int smem, cudaStream_t s) {
-  allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_generic_kernel<UNITS>), kMaxBlockSmem);
+  allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_generic_kernel<UNITS, T>), kMaxBlockSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_generic_kernel<UNITS><<<static_cast<unsigned>(blocks), kThreads, smem, s>>>(a);
+  absorbed_generic_kernel<UNITS, T><<<static_cast<unsigned>(blocks), kThreads, smem, s>>>(a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
+}
+
+// The instance whose output registers hold this many 16-column units per warp.
+template <class T>
+void launch_units(const GenericDecodeArgs& a, int smem, cudaStream_t s) {
+  const int per_warp = (a.units + kWarps - 1) / kWarps;
+  if (per_warp <= 1) return launch<1, T>(a, smem, s);
+  if (per_warp <= 2) return launch<2, T>(a, smem, s);
+  if (per_warp <= 4) return launch<4, T>(a, smem, s);
+  if (per_warp <= 8) return launch<8, T>(a, smem, s);
+  launch<kMaxUnits, T>(a, smem, s);
 }
 
 }  // namespace
@@ -299,20 +339,19 @@ void launch_absorbed_generic(const Tensor& out, const Tensor& lse, const Tensor&
   a.ksteps = static_cast<int>((W + 15) / 16);
   a.stride = a.ksteps * 16 + 8;
   a.units = static_cast<int>((C + 15) / 16);
-  a.stages = GenericDecodeSmem(a.stride, 2).total <= kMaxBlockSmem ? 2 : 1;
-  const int smem = GenericDecodeSmem(a.stride, a.stages).total;
+  const bool fp8 = kv.pool.dtype() == DType::F8E4M3;
+  a.stages = GenericDecodeSmem(a.stride, 2, fp8).total <= kMaxBlockSmem ? 2 : 1;
+  const int smem = GenericDecodeSmem(a.stride, a.stages, fp8).total;
   static_cast<PagedRows&>(a) = paged_rows(q, kv);
   a.q_vec = rows_in_chunks(q);
   a.pool_vec = rows_in_chunks(kv.pool);
   a.G = static_cast<int>((H + kHeads - 1) / kHeads);
   a.scale_log2 = scale * kLog2e;
   a.res = split_results(out, lse, kv, a.G, s);
-  const int per_warp = (a.units + kWarps - 1) / kWarps;
-  if (per_warp <= 1) return launch<1>(a, smem, s);
-  if (per_warp <= 2) return launch<2>(a, smem, s);
-  if (per_warp <= 4) return launch<4>(a, smem, s);
-  if (per_warp <= 8) return launch<8>(a, smem, s);
-  launch<kMaxUnits>(a, smem, s);
+  if (fp8)
+    launch_units<e4m3>(a, smem, s);
+  else
+    launch_units<bf16>(a, smem, s);
 }
 
 }  // namespace splash::cuda

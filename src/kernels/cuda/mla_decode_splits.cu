@@ -157,9 +157,21 @@ int64_t pow2_class(int64_t v) { return int64_t{1} << (v <= 1 ? 0 : 64 - __builti
 }  // namespace
 
 PagedRows paged_rows(const Tensor& q, const PagedKv& kv) {
-  return {q.ptr<bf16>(),           q.stride(0),        q.stride(1),        kv.pool.ptr<bf16>(),
-          kv.pool.stride(0),       kv.pool.stride(1),  kv.page_table.ptr<int32_t>(), kv.page_table.stride(0),
-          kv.row_seq.ptr<int32_t>(), kv.row_kv_len.ptr<int32_t>(), static_cast<int>(kv.pool.size(1))};
+  const bool scaled = kv.pool.dtype() == DType::F8E4M3;
+  return {.q = q.ptr<bf16>(),
+          .q_s0 = q.stride(0),
+          .q_s1 = q.stride(1),
+          .pool = kv.pool.data(),
+          .pool_s0 = kv.pool.stride(0),
+          .pool_s1 = kv.pool.stride(1),
+          .scales = scaled ? kv.scales.ptr<float>() : nullptr,
+          .sc_s0 = scaled ? kv.scales.stride(0) : 0,
+          .sc_s1 = scaled ? kv.scales.stride(1) : 0,
+          .page_table = kv.page_table.ptr<int32_t>(),
+          .pt_s0 = kv.page_table.stride(0),
+          .row_seq = kv.row_seq.ptr<int32_t>(),
+          .row_len = kv.row_kv_len.ptr<int32_t>(),
+          .page_size = static_cast<int>(kv.pool.size(1))};
 }
 
 SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s) {

@@ -24,18 +24,29 @@ __device__ __forceinline__ int2 split_tokens(int len, int splits, int split) {
   return make_int2(begin, static_cast<int>(std::min<int64_t>(len, begin + step)));
 }
 
-// What both absorbed kernels read: q rows [N, H, W] and the paged latent pool with its page table
-// (kv's tensors, see absorbed_attention).
+// What the absorbed kernels read: q rows [N, H, W] and the paged latent pool (bf16 or fp8 elements,
+// with per-token scales for fp8) with its page table (kv's tensors, see absorbed_attention).
 struct PagedRows {
   const bf16* q;
   int64_t q_s0, q_s1;
-  const bf16* pool;
+  const void* pool;
   int64_t pool_s0, pool_s1;
+  const float* scales;  // fp8 pools only
+  int64_t sc_s0, sc_s1;
   const int32_t* page_table;
   int64_t pt_s0;
   const int32_t* row_seq;
   const int32_t* row_len;
   int page_size;
+
+  // Token t of the sequence whose page list is `pages`: its W elements of type T, and its scale.
+  template <class T>
+  __device__ __forceinline__ const T* token_row(const int32_t* pages, int t) const {
+    return static_cast<const T*>(pool) + int64_t{pages[t / page_size]} * pool_s0 + int64_t{t % page_size} * pool_s1;
+  }
+  __device__ __forceinline__ const float* token_scale(const int32_t* pages, int t) const {
+    return scales + int64_t{pages[t / page_size]} * sc_s0 + int64_t{t % page_size} * sc_s1;
+  }
 };
 PagedRows paged_rows(const Tensor& q, const PagedKv& kv);
 

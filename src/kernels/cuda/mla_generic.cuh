@@ -13,8 +13,9 @@ namespace splash::cuda {
 
 // Rows that load as 16-byte chunks: they start on 16-byte boundaries and hold whole chunks.
 inline bool rows_in_chunks(const Tensor& t) {
-  bool ok = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.size(t.ndim() - 1) % 8 == 0;
-  for (int d = 0; d + 1 < t.ndim(); ++d) ok = ok && t.stride(d) % 8 == 0;
+  const int64_t per_chunk = 16 / static_cast<int64_t>(dtype_size(t.dtype()));
+  bool ok = reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.size(t.ndim() - 1) % per_chunk == 0;
+  for (int d = 0; d + 1 < t.ndim(); ++d) ok = ok && t.stride(d) % per_chunk == 0;
   return ok;
 }
 
@@ -25,8 +26,8 @@ constexpr int kMaxBlockSmem = 232448;
 std::string absorbed_width_error(int64_t C, int64_t W);
 std::string expanded_width_error(int64_t dn, int64_t dr);
 
-// absorbed_attention's semantics for C <= 2048 and W = C + d_r up to what one block's shared memory
-// holds (about 2288); wider shapes fail a check.
+// absorbed_attention's semantics (bf16 or fp8 pools) for C <= 2048 and W = C + d_r up to what one
+// block's shared memory holds (about 2288); wider shapes fail a check.
 void launch_absorbed_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                              cudaStream_t s);
 

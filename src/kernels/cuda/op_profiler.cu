@@ -90,10 +90,10 @@ class OpProfilingBackend final : public Backend {
   void scatter_rows(Tensor out, Tensor in, Tensor rows) override {
     timed("scatter_rows", {}, [&] { in_->scatter_rows(out, in, rows); });
   }
-  void store_latents(Tensor pool, Tensor latent, Tensor slots, Stream s) override {
+  void store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream s) override {
     timed("store_latents", s, [&] { in_->store_latents(pool, latent, slots, s); });
   }
-  void gather_latents(Tensor out, Tensor pool, Tensor slots, Stream s) override {
+  void gather_latents(Tensor out, const LatentPool& pool, Tensor slots, Stream s) override {
     timed("gather_latents", s, [&] { in_->gather_latents(out, pool, slots, s); });
   }
   void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s) override {

@@ -131,9 +131,10 @@ void StepAttention::bind(const IndexPack& pack, const Tensor& device) {
   expanded_len_ = view(slots_.expanded_len);
 }
 
-PagedKv StepAttention::paged(int layer, Tensor pool) const {
+PagedKv StepAttention::paged(int layer, const LatentPool& pool) const {
   PagedKv kv;
-  kv.pool = pool;
+  kv.pool = pool.data;
+  kv.scales = pool.scales;
   kv.page_table = page_table_.select(0, layer);
   kv.row_seq = absorbed_seq_;
   kv.row_kv_len = absorbed_len_;

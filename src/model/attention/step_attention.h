@@ -50,7 +50,7 @@ class StepAttention {
   // [A] slot where this rank stores each attended row's latent in `layer`, -1 for rows it does not hold.
   Tensor store_slots(int layer) const { return store_slots_.select(0, layer); }
   // Absorbed rows of `layer` over the rank's page pool.
-  PagedKv paged(int layer, Tensor pool) const;
+  PagedKv paged(int layer, const LatentPool& pool) const;
   // Expanded rows of `layer` (one device op maps the token numbering through the layer's pages).
   ExpandedKv expanded_kv(Backend& be, int layer) const;
 

@@ -1,0 +1,229 @@
+// Absorbed MLA decode over an FP8 latent cache at C 512 + d_r 64 with up to 32 heads per block (V2-Lite,
+// V3 under TP 8): the memory-bound case, where the cache's half bytes should halve the time. Tiles of 64
+// tokens' codes go to shared memory by cp.async (six stages: five tiles in flight) and from there
+// straight into mma.sync fragments, converted to bf16 in registers; no bf16 copy of a tile is written and
+// read back, which would cost more shared-memory bandwidth than the tile itself at fp8 speed.
+// - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, i.e. one 4-byte word per k-step;
+//   Q sits in registers in the matching k order (the word's columns (0, 2) are k (2 t4, 2 t4 + 1) of the
+//   step, (1, 3) are k (2 t4 + 8, 2 t4 + 9): the pairs a word converts to without a byte permute).
+// - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P.
+// - O^T += V^T P^T: the values are the A operand (16 columns x 16 tokens), so a lane builds its fragments
+//   from one 4-byte word of each of its 4 tokens (columns 4 g .. 4 g + 3: two rows of each of two
+//   m-tiles) instead of transposed 16-bit loads; P is the B operand, read from shared memory.
+// In a tile, token t sits in row t ^ ((t >> 1) & 1) and a row's 16-byte chunk c at c ^ ((row >> 1) & 2):
+// a score load (16 bytes of two rows per 8 lanes) and a P V load (4 bytes of four rows per 8 lanes, two
+// of each parity) then reach all 32 banks once.
+#include "kernels/cuda/attention_fp8.cuh"
+#include "kernels/cuda/attention_launch.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla_generic.cuh"
+
+namespace splash::cuda::attn {
+namespace {
+
+template <int HB_>
+struct Fp8DecodeCfg {
+  static constexpr int C = 512, W = 576, HB = HB_;
+  static constexpr bool kScaled = true;
+  static constexpr int kWarps = 8, kThreads = kWarps * 32;
+  static constexpr int BT = 64;  // tokens per tile
+  // Scores: warp w computes the heads of m-tile w % MT for the TPW tokens of group w / MT.
+  static constexpr int MT = HB / 16, TG = kWarps / MT, TPW = BT / TG, SNT = TPW / 8;
+  static constexpr int KSTEPS = W / 16, BLOCKS = W / 64;  // a lane's 16-byte chunk covers 4 k-steps
+  // P V: warp w accumulates columns [w CPW, (w + 1) CPW) of every head, as pairs of 16-column m-tiles,
+  // against NT 8-head n-tiles.
+  static constexpr int CPW = C / kWarps, PAIRS = CPW / 32, NT = HB / 8;
+  static constexpr int kStages = 6;
+  // Shared memory (bytes).
+  static constexpr int kRaw = 0;                          // codes [kStages][BT][W], swizzled
+  static constexpr int kScale = kRaw + kStages * BT * W;  // token scales [kStages][BT]
+  static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] bf16 (swz)
+  static constexpr int kRows = kP + HB * BT * 2;          // RowStats
+  static constexpr int kSmem = kRows + RowStats<TG, HB>::kBytes;
+  static_assert(HB == 16 || HB == 32, "one or two m-tiles of heads");
+  static_assert(SNT >= 1 && PAIRS >= 1 && NT % 2 == 0, "fragment tiling");
+  static_assert(W % 64 == 0, "rows of whole 4-chunk groups, which the chunk swizzle permutes");
+  static_assert(kSmem <= kMaxBlockSmem, "shared memory of one Hopper block");
+  static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
+};
+
+// Byte of token t's column col in a tile (the row and chunk swizzle above).
+template <class K>
+__device__ __forceinline__ int tile_byte(int t, int col) {
+  const int row = t ^ ((t >> 1) & 1);
+  return row * K::W + (((col >> 4) ^ ((row >> 1) & 2)) << 4) + (col & 15);
+}
+
+template <class K>
+__global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(const DecodeArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint8_t* raw_s = smem + K::kRaw;
+  float* sc_s = reinterpret_cast<float*>(smem + K::kScale);
+  bf16* p_s = reinterpret_cast<bf16*>(smem + K::kP);
+  const RowStats<K::TG, K::HB> rs(smem + K::kRows);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const DecodeBlock b = decode_block(a, K::HB);
+  if (b.t_begin >= b.t_end) return store_empty_block<K>(a, b);
+
+  // Tiles: 8 threads per token, 16 bytes each per step; the token's scale beside.
+  const int ntiles = (b.t_end - b.t_begin + K::BT - 1) / K::BT;
+  const int32_t* pages = a.page_table + a.row_seq[b.n] * a.pt_s0;
+  auto load_tile = [&](int tile, int stage) {
+    uint8_t* dst = raw_s + stage * K::BT * K::W;
+    for (int t = tid >> 3; t < K::BT; t += K::kThreads / 8) {
+      const int tok = b.t_begin + tile * K::BT + t;
+      const bool ok = tok < b.t_end;
+      const auto* src = reinterpret_cast<const uint8_t*>(ok ? a.token_row<e4m3>(pages, tok) : a.pool);
+      for (int c = tid & 7; c < K::W / 16; c += 8) cp_async16(dst + tile_byte<K>(t, c * 16), src + c * 16, ok);
+      if ((tid & 7) == 0) cp_async4(sc_s + stage * K::BT + t, ok ? a.token_scale(pages, tok) : a.scales, ok);
+    }
+  };
+  load_first_tiles<K::kStages>(ntiles, load_tile);
+
+  // Q of this thread's score rows (zero for heads past H), straight from global memory in the k order
+  // of the tile's words: k-step 4 blk + i takes columns 64 blk + 16 t4 + 4 i + (0, 2 | 1, 3).
+  const int mt = warp % K::MT, tg = warp / K::MT;
+  const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
+  uint32_t qf[K::KSTEPS][4];
+  {
+    const int h_lo = b.h0 + srow, h_hi = h_lo + 8;
+    const bf16* q_lo = a.q + b.n * a.q_s0 + h_lo * a.q_s1;
+    const bf16* q_hi = q_lo + 8 * a.q_s1;
+#pragma unroll
+    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+      const int col = (ks / 4) * 64 + 16 * t4 + 4 * (ks % 4);
+      const uint2 lo = h_lo < a.res.H ? *reinterpret_cast<const uint2*>(q_lo + col) : make_uint2(0, 0);
+      const uint2 hi = h_hi < a.res.H ? *reinterpret_cast<const uint2*>(q_hi + col) : make_uint2(0, 0);
+      qf[ks][0] = __byte_perm(lo.x, lo.y, 0x5410);
+      qf[ks][1] = __byte_perm(hi.x, hi.y, 0x5410);
+      qf[ks][2] = __byte_perm(lo.x, lo.y, 0x7632);
+      qf[ks][3] = __byte_perm(hi.x, hi.y, 0x7632);
+    }
+  }
+
+  float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
+  float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
+  float o[K::PAIRS][2][K::NT][4] = {};  // O^T: rows = columns of the pair's m-tiles, columns = heads
+  const int c0 = warp * K::CPW;
+
+  for (int it = 0; it < ntiles; ++it) {
+    const int stage = it % K::kStages;
+    cp_async_wait<K::kStages - 2>();
+    __syncthreads();  // tile `it` is visible, and every warp is done with the stage the next load overwrites
+    load_next_tile<K::kStages>(it, ntiles, load_tile);
+    const uint8_t* kt = raw_s + stage * K::BT * K::W;
+
+    // S: token tg TPW + 8 j + g of n-tile j is this lane's B column; its 16-byte chunk t4 of each block.
+    float s[K::SNT][4] = {};
+#pragma unroll
+    for (int j = 0; j < K::SNT; ++j)
+#pragma unroll
+      for (int blk = 0; blk < K::BLOCKS; ++blk) {
+        const uint4 x = *reinterpret_cast<const uint4*>(kt + tile_byte<K>(tg * K::TPW + 8 * j + g, blk * 64 + 16 * t4));
+        const uint32_t words[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          uint32_t b0, b1;
+          e4m3x4_to_bf16_interleaved(words[i], b0, b1);
+          mma_bf16(s[j], qf[4 * blk + i], b0, b1);
+        }
+      }
+
+    const int tok0 = b.t_begin + it * K::BT + tg * K::TPW + 2 * t4;
+    float alpha[2];
+    softmax_tile<K>(s, tok0, b.t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run,
+                    l_run, alpha);
+    if (tg == 0 && t4 == 0) {
+      rs.alpha[srow] = alpha[0];
+      rs.alpha[srow + 8] = alpha[1];
+    }
+    __syncthreads();  // P and alpha of every head are in shared memory
+
+    // Accumulator element e of n-tile nt belongs to head 8 nt + 2 t4 + (e & 1).
+#pragma unroll
+    for (int nt = 0; nt < K::NT; ++nt) {
+      const float al0 = rs.alpha[nt * 8 + 2 * t4], al1 = rs.alpha[nt * 8 + 2 * t4 + 1];
+#pragma unroll
+      for (int pr = 0; pr < K::PAIRS; ++pr)
+#pragma unroll
+        for (int mm = 0; mm < 2; ++mm) {
+          o[pr][mm][nt][0] *= al0;
+          o[pr][mm][nt][1] *= al1;
+          o[pr][mm][nt][2] *= al0;
+          o[pr][mm][nt][3] *= al1;
+        }
+    }
+    // O^T += V^T P^T over k-steps of 16 tokens. Lane (g, t4) reads columns 4 g .. 4 g + 3 of the pair's
+    // 32 for tokens 2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9 of the step: byte 2 mm (2 mm + 1) of each word
+    // is row g (g + 8) of m-tile mm; the byte permute puts the two tokens' bytes of each row in the
+    // (even, odd) positions of one word, whose two bf16 pairs are the fragment's rows g and g + 8.
+#pragma unroll
+    for (int ks = 0; ks < K::BT / 16; ++ks) {
+      uint32_t pb[K::NT / 2][4];
+#pragma unroll
+      for (int nh = 0; nh < K::NT / 2; ++nh)
+        ldsm_x4(pb[nh], p_s + swz<K::BT>(nh * 16 + bn_row(lane), ks * 16 + bn_col(lane)));
+      const int t = ks * 16 + 2 * t4;
+#pragma unroll
+      for (int pr = 0; pr < K::PAIRS; ++pr) {
+        const int col = c0 + 32 * pr + 4 * g;
+        const uint32_t w0 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t, col));
+        const uint32_t w1 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t + 1, col));
+        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t + 8, col));
+        const uint32_t w9 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t + 9, col));
+#pragma unroll
+        for (int mm = 0; mm < 2; ++mm) {
+          const uint32_t sel = mm ? 0x7632 : 0x5410;
+          uint32_t af[4];
+          e4m3x4_to_bf16_interleaved(__byte_perm(w0, w1, sel), af[0], af[1]);
+          e4m3x4_to_bf16_interleaved(__byte_perm(w8, w9, sel), af[2], af[3]);
+#pragma unroll
+          for (int nh = 0; nh < K::NT / 2; ++nh) {
+            mma_bf16(o[pr][mm][2 * nh], af, pb[nh][0], pb[nh][1]);
+            mma_bf16(o[pr][mm][2 * nh + 1], af, pb[nh][2], pb[nh][3]);
+          }
+        }
+      }
+    }
+  }
+
+  publish_row_sums<K>(l_run, m_run, tg, srow, t4, rs, true);
+  // Elements e and 2 + e of a tile are columns (4 g + 2 mm, + 1) of head 8 nt + 2 t4 + e.
+#pragma unroll
+  for (int nt = 0; nt < K::NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int row = nt * 8 + 2 * t4 + e, head = b.h0 + row;
+      if (head >= a.res.H) continue;
+      const RowResult rr = row_result<K>(rs, rs.rowm[row], row);
+#pragma unroll
+      for (int pr = 0; pr < K::PAIRS; ++pr)
+#pragma unroll
+        for (int mm = 0; mm < 2; ++mm)
+          store_row_result<K::C>(a, b.n, b.split, head, c0 + 32 * pr + 4 * g + 2 * mm, o[pr][mm][nt][e] * rr.inv,
+                                 o[pr][mm][nt][2 + e] * rr.inv, warp == 0 && g == 0 && pr == 0 && mm == 0, rr.lse);
+    }
+}
+
+template <int HB>
+void launch(const DecodeArgs& a, cudaStream_t s) {
+  using K = Fp8DecodeCfg<HB>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_fp8_kernel<K>), K::kSmem);
+  const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
+  absorbed_decode_fp8_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
+  SPLASH_CUDA_LAUNCHED();
+  if (a.res.splits > 1) combine_splits(a.res, s);
+}
+
+}  // namespace
+
+void launch_decode_fp8(const DecodeArgs& a, cudaStream_t s) {
+  if (a.res.H <= 16)
+    launch<16>(a, s);
+  else
+    launch<32>(a, s);
+}
+
+}  // namespace splash::cuda::attn

@@ -1,0 +1,176 @@
+#pragma once
+// What the specialized absorbed decode kernels share: mla_decode.cu (bf16 tiles, and fp8 tiles
+// converted to bf16 in shared memory) and mla_decode_fp8.cu (fp8 tiles read straight into fragments).
+// A block is (row, head group, split); its score rows follow the mma m16n8 layout (thread (g, t4) of a
+// warp holds rows srow = 16 m-tile + g and srow + 8), and the online softmax of a tile is the same in all.
+#include <cuda_runtime.h>
+
+#include <limits>
+
+#include "kernels/cuda/attention_tiles.cuh"
+#include "kernels/cuda/mla_decode_splits.cuh"
+
+namespace splash::cuda::attn {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct DecodeArgs : PagedRows {
+  int G;  // head groups per row
+  float scale_log2;
+  SplitResults res;
+};
+
+// A block's row n, split, first head h0 and tokens [t_begin, t_end). Block order puts the G head groups
+// of one (row, split) side by side, so the later groups' tile reads mostly hit L2.
+struct DecodeBlock {
+  int n, split, h0, t_begin, t_end;
+};
+__device__ __forceinline__ DecodeBlock decode_block(const DecodeArgs& a, int heads_per_block) {
+  const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
+  const int split = rest % a.res.splits, n = rest / a.res.splits;
+  const int2 span = split_tokens(a.row_len[n], a.res.splits, split);
+  return {n, split, hg * heads_per_block, span.x, span.y};
+}
+
+// The row statistics' shared arrays of a decode block (kBytes from p): per token group a tile's row
+// maxima and the final row sums ([TG][HB] each), and per row alpha and the max (for threads that hold
+// other rows than their scores).
+template <int TG, int HB>
+struct RowStats {
+  static constexpr int kBytes = (2 * TG * HB + 2 * HB) * 4;
+  float *red_max, *red_sum, *alpha, *rowm;
+  __device__ explicit RowStats(unsigned char* p)
+      : red_max(reinterpret_cast<float*>(p)), red_sum(red_max + TG * HB), alpha(red_sum + TG * HB), rowm(alpha + HB) {}
+};
+
+// The stage pipeline of cp.async tile loads, one commit group per step, empty or not (which keeps the
+// wait counts fixed): the first kStages - 1 tiles, then at step `it` (after the barrier that ends step
+// it - 1) tile it + kStages - 1 into the stage tile it - 1 used. load_tile(tile, stage).
+template <int kStages, class Load>
+__device__ __forceinline__ void load_first_tiles(int ntiles, Load& load_tile) {
+#pragma unroll
+  for (int st = 0; st + 1 < kStages; ++st) {
+    if (st < ntiles) load_tile(st, st);
+    cp_async_commit();
+  }
+}
+template <int kStages, class Load>
+__device__ __forceinline__ void load_next_tile(int it, int ntiles, Load& load_tile) {
+  if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages);
+  cp_async_commit();
+}
+
+// Columns col, col + 1 of a head's result (and its lse when write_lse): out and lse, or the split's partial.
+template <int C>
+__device__ __forceinline__ void store_row_result(const DecodeArgs& a, int n, int split, int head, int col, float v0,
+                                                 float v1, bool write_lse, float lse) {
+  if (a.res.splits == 1) {
+    *reinterpret_cast<uint32_t*>(a.res.out + n * a.res.out_s0 + head * a.res.out_s1 + col) = pack_bf16(v0, v1);
+    if (write_lse) a.res.lse[n * a.res.lse_s0 + head] = lse;
+  } else {
+    const int64_t r = (int64_t{split} * a.res.N + n) * a.res.H + head;
+    *reinterpret_cast<float2*>(a.res.part_o + r * C + col) = make_float2(v0, v1);
+    if (write_lse) a.res.part_lse[r] = lse;
+  }
+}
+
+// A block without tokens: out = 0, lse = -inf (what the merge expects of an empty part).
+template <class K>
+__device__ void store_empty_block(const DecodeArgs& a, const DecodeBlock& b) {
+  for (int r = 0; r < K::HB; ++r) {
+    const int head = b.h0 + r;
+    if (head >= a.res.H) break;
+    for (int c = 2 * threadIdx.x; c < K::C; c += 2 * K::kThreads)
+      store_row_result<K::C>(a, b.n, b.split, head, c, 0.f, 0.f, c == 0, kNegInf);
+  }
+}
+
+// The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
+// the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
+// from t_end on are masked; scores become log2 units (times each token's cache scale tok_scale[col] when
+// K::kScaled). The row max over the TG token groups meets in red_max ([TG][HB], one barrier); m_run,
+// l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] bf16) gets P, times
+// the token scale when scaled: P V then multiplies the stored values by exactly their scale.
+template <class K>
+__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, float scale_log2,
+                                             const float* tok_scale, int tg, int srow, int t4, float* red_max,
+                                             bf16* p_s, float (&m_run)[2], float (&l_run)[2], float (&alpha)[2]) {
+  const int col0 = tg * K::TPW + 2 * t4;
+  float2 ts[K::SNT];
+#pragma unroll
+  for (int j = 0; j < K::SNT; ++j)
+    ts[j] = K::kScaled ? *reinterpret_cast<const float2*>(tok_scale + col0 + 8 * j) : make_float2(1.f, 1.f);
+  float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+  for (int j = 0; j < K::SNT; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool ok = tok0 + j * 8 + e < t_end;
+      const float f = K::kScaled ? scale_log2 * (e ? ts[j].y : ts[j].x) : scale_log2;
+      s[j][e] = ok ? s[j][e] * f : kNegInf;
+      s[j][2 + e] = ok ? s[j][2 + e] * f : kNegInf;
+      mx[0] = fmaxf(mx[0], s[j][e]);
+      mx[1] = fmaxf(mx[1], s[j][2 + e]);
+    }
+  mx[0] = quad_max(mx[0]);
+  mx[1] = quad_max(mx[1]);
+  if (t4 == 0) {
+    red_max[tg * K::HB + srow] = mx[0];
+    red_max[tg * K::HB + srow + 8] = mx[1];
+  }
+  __syncthreads();
+
+  // Every tile holds a valid token for every head (tiles start inside the range), so m_new is finite.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float m_new = m_run[r];
+#pragma unroll
+    for (int k = 0; k < K::TG; ++k) m_new = fmaxf(m_new, red_max[k * K::HB + srow + 8 * r]);
+    alpha[r] = exp2f(m_run[r] - m_new);
+    m_run[r] = m_new;
+    l_run[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int j = 0; j < K::SNT; ++j) {
+    const float p0 = exp2f(s[j][0] - m_run[0]), p1 = exp2f(s[j][1] - m_run[0]);
+    const float p2 = exp2f(s[j][2] - m_run[1]), p3 = exp2f(s[j][3] - m_run[1]);
+    l_run[0] += p0 + p1;
+    l_run[1] += p2 + p3;
+    const float f0 = K::kScaled ? ts[j].x : 1.f, f1 = K::kScaled ? ts[j].y : 1.f;
+    const int col = col0 + 8 * j;
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(p0 * f0, p1 * f1);
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(p2 * f0, p3 * f1);
+  }
+}
+
+// After the last tile: each score row's sum goes to rs.red_sum per token group, and with keep_max its
+// max (the same in every group) to rs.rowm, for threads that hold other rows. One barrier.
+template <class K>
+__device__ __forceinline__ void publish_row_sums(const float (&l_run)[2], const float (&m_run)[2], int tg, int srow,
+                                                 int t4, const RowStats<K::TG, K::HB>& rs, bool keep_max) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(l_run[r]);
+    if (t4 == 0) rs.red_sum[tg * K::HB + srow + 8 * r] = l;
+    if (keep_max && t4 == 0 && tg == 0) rs.rowm[srow + 8 * r] = m_run[r];
+  }
+  __syncthreads();
+}
+
+// A row's 1 / l and lse (natural log) from its max m (log2 units) and the published sums.
+struct RowResult {
+  float inv, lse;
+};
+template <class K>
+__device__ __forceinline__ RowResult row_result(const RowStats<K::TG, K::HB>& rs, float m, int row) {
+  float l = 0.f;
+#pragma unroll
+  for (int k = 0; k < K::TG; ++k) l += rs.red_sum[k * K::HB + row];
+  return {1.f / l, (m + log2f(l)) * kLn2};
+}
+
+// The fp8 kernel of mla_decode_fp8.cu (C 512 + d_r 64, at most 32 heads per block: 16 when H <= 16,
+// else 32, as a.G counts them), then the merge of the splits.
+void launch_decode_fp8(const DecodeArgs& a, cudaStream_t s);
+
+}  // namespace splash::cuda::attn
