@@ -357,6 +357,11 @@ if want e2e; then  # end-to-end tokens/s of a DeepSeek-V2-Lite-shaped dummy mode
   if [ "$QUICK" = 1 ]; then E2E=(--input-len 512 --output-len 16); BATCHES=(8); else E2E=(--input-len 1024 --output-len 128); BATCHES=(1 8 64); fi
   for b in "${BATCHES[@]}"; do
     bench "e2e_v2lite_b$b" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" "${E2E[@]}"
+    # The same step without CUDA graphs (issue 18: what the graphs buy), and with an FP8 latent cache (issue 17).
+    bench "e2e_v2lite_b${b}_eager" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
+      "${E2E[@]}" --disable-cuda-graph
+    bench "e2e_v2lite_b${b}_fp8kv" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
+      "${E2E[@]}" --kv-cache-dtype fp8_e4m3
   done
 fi
 if want switch && [ "$T" -ge 2 ]; then  # paper section 5: switch primitives and the 12-direction live table

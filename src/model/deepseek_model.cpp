@@ -200,7 +200,8 @@ uint64_t DeepseekModel::state_fingerprint() const {
       if (lw.moe->shared) gated(*lw.moe->shared);
     }
   }
-  tensor(env_.kv_pool);
+  tensor(env_.kv_pool.data);
+  tensor(env_.kv_pool.scales);
   tensor(env_.rope.cos);
   tensor(env_.rope.sin);
   return h;
