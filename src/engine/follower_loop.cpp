@@ -37,6 +37,7 @@ void follow_leader(const std::shared_ptr<ProcessLink>& link, const ModelConfig& 
           break;
         }
         case CommandKind::ReleaseMemory: need_group().release_memory(); break;
+        case CommandKind::EndGroup: group.reset(); break;
         case CommandKind::Stop: return;
       }
     } catch (const std::exception& e) {

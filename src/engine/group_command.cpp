@@ -105,6 +105,7 @@ GroupCommand decode_command(const std::string& bytes) {
       break;
     }
     case CommandKind::ReleaseMemory:
+    case CommandKind::EndGroup:
     case CommandKind::Synchronize:
     case CommandKind::Stop: break;
     default: fail_internal("unknown group command {}", static_cast<int>(c.kind));

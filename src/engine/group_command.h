@@ -12,7 +12,9 @@
 
 namespace splash {
 
-enum class CommandKind : uint8_t { Start, AllocateKv, Run, Transfer, Synchronize, Stop, LoadWeights, ReleaseMemory };
+// EndGroup: the leader's group is going; each follower drops its own at the same time, since tearing
+// down NCCL communicators waits for every rank of them.
+enum class CommandKind : uint8_t { Start, AllocateKv, Run, Transfer, Synchronize, Stop, LoadWeights, ReleaseMemory, EndGroup };
 
 // A decoded command: the fields of its kind are set.
 struct GroupCommand {

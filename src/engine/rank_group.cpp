@@ -179,7 +179,16 @@ void RankGroup::load_ranks(const WeightSource& weights) {
   });
 }
 
-RankGroup::~RankGroup() { stop_workers(); }
+RankGroup::~RankGroup() {
+  // The followers drop their groups with this one: an NCCL communicator's teardown waits for its peers,
+  // so a follower still waiting for a command would hold this process here forever.
+  try {
+    announce([] { return simple_command(CommandKind::EndGroup); });
+  } catch (const std::exception& e) {
+    spdlog::warn("rank group: the other processes were not told that the group ends: {}", e.what());
+  }
+  stop_workers();
+}
 
 void RankGroup::stop_workers() {
   for (auto& w : workers_) {
