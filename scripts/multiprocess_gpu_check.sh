@@ -37,7 +37,7 @@ case_() {  # NAME, check flags...
   table "$LOGS/$name.p0.log" | tail -1
   if [ $one -ne 0 ] || [ $p0 -ne 0 ] || [ $p1 -ne 0 ] || [ $same != yes ]; then
     status=1
-    tail -5 "$LOGS/$name.p0.log" "$LOGS/$name.p1.log" "$LOGS/$name.diff" | sed 's/^/    /'
+    tail -n 5 "$LOGS/$name.p0.log" "$LOGS/$name.p1.log" "$LOGS/$name.diff" | sed 's/^/    /'
   fi
 }
 case_ tp --attn-layout tp
