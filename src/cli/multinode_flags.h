@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
 
 namespace splash {
 

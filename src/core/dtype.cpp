@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace splash {
 
@@ -77,30 +78,9 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float f8e4m3_to_f32(uint8_t v) {
-  uint32_t sign = v >> 7, exp = (v >> 3) & 0xf, mant = v & 0x7;
-  if (exp == 0xf && mant == 0x7) return NAN;
-  float r = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
-                     : std::ldexp(static_cast<float>(mant | 0x8), static_cast<int>(exp) - 10);
-  return sign ? -r : r;
-}
+float f8e4m3_to_f32(uint8_t v) { return fp8_e4m3_decode(v); }
 
-uint8_t f32_to_f8e4m3(float f) {
-  if (std::isnan(f)) return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::min(std::fabs(f), 448.0f);  // saturate like torch's float8_e4m3fn cast
-  // Pick the nearest representable magnitude (ties to even mantissa) by scanning the 127 codes.
-  uint8_t best = 0;
-  float best_err = INFINITY;
-  for (uint8_t c = 0; c < 0x7f; ++c) {
-    float err = std::fabs(f8e4m3_to_f32(c) - a);
-    if (err < best_err || (err == best_err && (c & 1) == 0)) {
-      best_err = err;
-      best = c;
-    }
-  }
-  return sign | best;
-}
+uint8_t f32_to_f8e4m3(float f) { return fp8_e4m3_encode(f); }
 
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {

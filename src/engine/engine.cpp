@@ -76,14 +76,16 @@ std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const En
   // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
   // once its backend exists.
   if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
-    const KvSizing sz = backend_dtypes(opt.group.backend);
+    KvSizing sz = backend_dtypes(opt.group.backend);
+    sz.fp8_weights = holds_fp8(opt.group.quantization, *model.weights);
     const int64_t pages = size_kv_pages(model.config, opt, sz);
     auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
     group->allocate_kv(pages);
     return group;
   }
   auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
-  group->allocate_kv(size_kv_pages(model.config, opt, {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes()}));
+  group->allocate_kv(size_kv_pages(model.config, opt,
+                                   {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes(), group->fp8_weights()}));
   return group;
 }
 
@@ -134,6 +136,7 @@ int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const Kv
   // with sharded projections outside it.
   const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
   in.weight_elem_bytes = static_cast<int64_t>(dtype_size(sz.weight_dtype));
+  in.fp8_weights = sz.fp8_weights;
   in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : sz.device_memory;
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;

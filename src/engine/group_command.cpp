@@ -16,6 +16,7 @@ std::string start_command(const GroupOptions& opt) {
   w.put(opt.layout);
   w.put_string(opt.backend);
   w.put<uint8_t>(opt.count_traffic);
+  w.put(opt.quantization);
   return w.take();
 }
 
@@ -75,6 +76,7 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.layout = r.get<Layout>();
       c.options.backend = r.get_string();
       c.options.count_traffic = r.get<uint8_t>() != 0;
+      c.options.quantization = r.get<Quantization>();
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:

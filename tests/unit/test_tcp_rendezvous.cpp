@@ -14,7 +14,7 @@
 #include <future>
 #include <optional>
 
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
 #include "core/error.h"
 
 namespace splash {

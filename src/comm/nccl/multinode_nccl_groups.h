@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
 #include "core/stream.h"
 
 namespace splash {

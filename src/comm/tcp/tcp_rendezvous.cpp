@@ -1,4 +1,4 @@
-#include "comm/tcp_rendezvous.h"
+#include "comm/tcp/tcp_rendezvous.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
