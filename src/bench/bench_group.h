@@ -21,6 +21,7 @@ class BenchGroup {
   int64_t kv_pages() const { return group_->kv_pages(); }
   DType kv_dtype() const { return group_->kv_dtype(); }
   DType weight_dtype() const { return group_->weight_dtype(); }
+  bool fp8_weights() const { return group_->fp8_weights(); }
   void synchronize() { group_->synchronize(); }
 
   Layout layout() const { return switcher_.layout(); }

@@ -1,6 +1,9 @@
 #include "bench/device_limits.h"
 
+#include <algorithm>
+
 #include "calibrate/probe_timer.h"
+#include "core/fp8.h"
 
 namespace splash {
 namespace {
@@ -22,10 +25,20 @@ double copy_bytes_per_s(Backend& be) {
   }
 }
 
-double gemm_flops_per_s(Backend& be) {
+// A square weight, non-zero (real power draw): in the weight dtype, or FP8 codes with unit block scales.
+Weight square_weight(Backend& be, int64_t n, bool fp8) {
+  if (!fp8) return Weight{patterned(be, be.weight_dtype(), {n, n}), {}, false};
+  Weight w{patterned(be, DType::F8E4M3, {n, n}), empty_fp8_scales(be, fp8_blocks(n), fp8_blocks(n))};
+  Tensor ones = cpu_tensor(DType::F32, {fp8_blocks(n), fp8_blocks(n)});
+  std::fill(ones.ptr<float>(), ones.ptr<float>() + ones.numel(), 1.0f);
+  be.copy(w.scale_inv, ones);
+  return w;
+}
+
+double gemm_flops_per_s(Backend& be, bool fp8) {
   constexpr int64_t kMaxN = 8192;
   for (int64_t n = 256;; n *= 2) {
-    Weight w{patterned(be, be.weight_dtype(), {n, n}), {}, false};  // non-zero: real power draw
+    const Weight w = square_weight(be, n, fp8);
     Tensor x = patterned(be, be.act_dtype(), {n, n}), out = be.empty(be.act_dtype(), {n, n});
     const double t = seconds_per_call(be, [&] { be.linear(out, x, w); }, kBudget);
     if (t < kRunSeconds && n < kMaxN) continue;
@@ -35,6 +48,6 @@ double gemm_flops_per_s(Backend& be) {
 
 }  // namespace
 
-Limits measure_limits(Backend& be) { return {copy_bytes_per_s(be), gemm_flops_per_s(be)}; }
+Limits measure_limits(Backend& be, bool fp8_weights) { return {copy_bytes_per_s(be), gemm_flops_per_s(be, fp8_weights)}; }
 
 }  // namespace splash

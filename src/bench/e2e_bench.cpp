@@ -53,14 +53,14 @@ struct LimitsUsed {
   std::string bandwidth_source, peak_source;  // "measured: ..." or "given"
 };
 
-LimitsUsed limits_for(const E2eBenchOptions& f) {
+LimitsUsed limits_for(const E2eBenchOptions& f, bool fp8_weights) {
   LimitsUsed u;
   if (f.bandwidth_gbs <= 0 || f.peak_tflops <= 0) {
     const GroupOptions& g = f.engine.options.group;
     spdlog::info("measuring {} rank 0's copy bandwidth and GEMM throughput", g.backend);
-    u.limits = measure_limits(*make_backend(g.backend, rank_devices(g.ranks, g.devices).front()));
+    u.limits = measure_limits(*make_backend(g.backend, rank_devices(g.ranks, g.devices).front()), fp8_weights);
     u.bandwidth_source = "measured: device copy, read + write";
-    u.peak_source = "measured: square GEMM in the weight dtype";
+    u.peak_source = fp8_weights ? "measured: square GEMM with block-scaled FP8 weights" : "measured: square GEMM in the weight dtype";
   }
   if (f.bandwidth_gbs > 0) u.limits.bytes_per_s = f.bandwidth_gbs * 1e9, u.bandwidth_source = "given";
   if (f.peak_tflops > 0) u.limits.flops_per_s = f.peak_tflops * 1e12, u.peak_source = "given";
@@ -198,8 +198,9 @@ void print_table(const Phase& prefill, const Phase& decode) {
 }  // namespace
 
 int run_e2e_bench(const E2eBenchOptions& f) {
-  const LimitsUsed limits = limits_for(f);
   ModelSource src = open_model(f.engine.model, f.engine.load_format, f.engine.seed);
+  const bool fp8 = holds_fp8(f.engine.options.group.quantization, *src.weights);
+  const LimitsUsed limits = limits_for(f, fp8);
   const std::string model_name = src.name;
   Engine engine(std::move(src), f.engine.options);
   const EngineOptions& eo = engine.options();
@@ -208,6 +209,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
   setup.layout = eo.group.layout;
   setup.ranks = eo.group.ranks;
   setup.weight_elem_bytes = static_cast<int64_t>(dtype_size(dtypes.weight_dtype));
+  setup.fp8_weights = engine.group().fp8_weights();
   setup.kv_elem_bytes = static_cast<int64_t>(dtype_size(dtypes.kv_dtype));
   setup.form = eo.form;
 
@@ -218,9 +220,13 @@ int run_e2e_bench(const E2eBenchOptions& f) {
   const GraphRun graphs = graph_run(eo.group, graphs_before, engine.group().graph_stats());
   const Phase prefill = summarize(run, true, limits.limits), decode = summarize(run, false, limits.limits);
 
-  fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {} B/elem, KV {} ({} B/token/layer)\n",
+  const std::string weights =
+      setup.fp8_weights
+          ? fmt::format("FP8 1 B/elem (lm_head, KV-B, router, norms {} B/elem)", setup.weight_elem_bytes)
+          : fmt::format("{} B/elem", setup.weight_elem_bytes);
+  fmt::print("model {} | backend {} | T={} layout {} | batch {} x (input {} + output {}) | weights {}, KV {} ({} B/token/layer)\n",
              model_name, eo.group.backend, eo.group.ranks, layout_name(eo.group.layout), f.batch, f.input_len,
-             f.output_len, setup.weight_elem_bytes, kv_dtype_label(dtypes.kv_dtype),
+             f.output_len, weights, kv_dtype_label(dtypes.kv_dtype),
              kv_token_bytes(engine.config().latent_dim(), dtypes.kv_dtype));
   fmt::print("limits per rank: {:.4g} GB/s ({}), {:.4g} TFLOP/s ({})\n", limits.limits.bytes_per_s / 1e9,
              limits.bandwidth_source, limits.limits.flops_per_s / 1e12, limits.peak_source);
@@ -248,6 +254,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
                         {"input_len", f.input_len},
                         {"output_len", f.output_len},
                         {"weight_elem_bytes", setup.weight_elem_bytes},
+                        {"fp8_weights", setup.fp8_weights},
                         {"kv_elem_bytes", setup.kv_elem_bytes},
                         {"bandwidth_gbs", limits.limits.bytes_per_s / 1e9},
                         {"bandwidth_source", limits.bandwidth_source},

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "layout/memory_plan.h"
+#include "layout/weight_bytes.h"
 
 namespace splash {
 namespace {
@@ -26,6 +27,7 @@ struct RankWeights {
   double embedding = 0, lm_head = 0;
   double routed_expert = 0;     // one routed expert over all MoE layers, this rank's expected share
   double routed_held = 0;
+  double projections_fp8 = 0, other_fp8 = 0;  // of projections and other: elements held in FP8
   // Weights every row passes through, outside W_A, routed experts and lm_head.
   double per_row() const { return other - embedding - lm_head - routed_held; }
 };
@@ -43,6 +45,11 @@ RankWeights rank_weights(const ModelConfig& c, const CostSetup& s) {
   w.lm_head = w.embedding / (vocab_parallel ? T : 1);
   w.routed_expert = 3.0 * c.hidden_size * c.moe_intermediate_size * moe_layer_count(c) / T;
   w.routed_held = w.routed_expert * c.n_routed_experts;
+  if (s.fp8_weights) {
+    const RankWeightBytes fp8 = rank_weight_bytes(c, T, s.layout, true, 1);
+    w.projections_fp8 = static_cast<double>(fp8.projections.fp8);
+    w.other_fp8 = static_cast<double>(fp8.other.fp8);
+  }
   return w;
 }
 
@@ -90,8 +97,12 @@ StepCost step_cost(const ModelConfig& c, const CostSetup& s, std::span<const Seq
   StepCost cost;
   const double touched = expected_experts_touched(c.n_routed_experts, c.num_experts_per_tok, static_cast<int64_t>(rows));
   const double lm_head_read = logit_rows > 0 ? w.lm_head : 0;
-  cost.weight_bytes = (w.projections + w.other - w.embedding - w.lm_head + lm_head_read - w.routed_held +
-                       touched * w.routed_expert) * s.weight_elem_bytes;
+  const double read = w.projections + w.other - w.embedding - w.lm_head + lm_head_read - w.routed_held +
+                      touched * w.routed_expert;
+  // Every routed expert is FP8 when FP8 weights are on.
+  const double fp8_read =
+      s.fp8_weights ? w.projections_fp8 + w.other_fp8 - w.routed_held + touched * w.routed_expert : 0.0;
+  cost.weight_bytes = read * s.weight_elem_bytes - fp8_read * (s.weight_elem_bytes - 1);
   // TP: each rank attends its heads over every request's whole latent; the others hold 1/T of it.
   const double kv_share = s.layout == Layout::TP ? 1.0 : 1.0 / T;
   cost.kv_bytes = attended * c.num_hidden_layers * kv_token_bytes_from_elem(c.latent_dim(), s.kv_elem_bytes) * kv_share;

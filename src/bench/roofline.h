@@ -8,6 +8,8 @@
 // router; projections in DP/CP). Attention runs 1/T of the work in every layout (heads, owners or
 // positions split); TP keeps every request's latent on every rank, so each rank reads all of it.
 // Not counted: embedding lookups, activations, norms' and softmax's elementwise work, collectives.
+// FP8 weights (layout/weight_bytes.h says which) are read at one byte each; their block scales (4 bytes
+// per 16384) are not counted.
 #include <cstdint>
 #include <span>
 
@@ -28,9 +30,10 @@ struct SeqShape {
 struct CostSetup {
   Layout layout = Layout::TP;
   int ranks = 1;
-  int64_t weight_elem_bytes = 2;
+  int64_t weight_elem_bytes = 2;  // of weights not held in FP8
   int64_t kv_elem_bytes = 2;
   AttnForm form = AttnForm::Auto;
+  bool fp8_weights = false;
 };
 
 struct StepCost {

@@ -16,6 +16,7 @@
 #include "config/builtin_configs.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "layout/weight_bytes.h"
 #include "switch/switch_manifest.h"
 #include "switch/switch_schedule.h"
 
@@ -40,7 +41,8 @@ void to_layout(BenchGroup& g, Layout to, const std::vector<LiveRequest>& live) {
 
 SwitchManifest manifest_of(const BenchGroup& g, Layout a, Layout b, const std::vector<LiveRequest>& live) {
   return make_switch_manifest(g.config(), a, b, g.ranks(), live, static_cast<int64_t>(dtype_size(g.weight_dtype())),
-                              static_cast<int64_t>(dtype_size(g.kv_dtype())));
+                              static_cast<int64_t>(dtype_size(g.kv_dtype())),
+                              fp8_projections(g.config(), g.ranks(), g.fp8_weights()));
 }
 
 // The leader's planning of a -> b (manifest and page schedule) in ms, on a copy of its page accounting:
@@ -221,7 +223,7 @@ void host_switch(KvCacheManager& kv, Layout a, Layout b, const std::vector<LiveR
 
 // The batch cached in `layout` (a replicated layout gathers its replicas first, as a group starting in it).
 std::unique_ptr<KvCacheManager> host_state(const ModelConfig& c, Layout layout, const std::vector<LiveRequest>& live) {
-  const int64_t replica = replica_pages_per_layer(c, kHostPage, 2, 2);
+  const int64_t replica = replica_pages_per_layer(c, kHostPage, projection_replica_layout(c, {}, 2).bytes, 2, 2);
   const int64_t per_request = (kHostContext + kHostPage - 1) / kHostPage * c.num_hidden_layers;
   auto kv = std::make_unique<KvCacheManager>(kHostRanks, c.num_hidden_layers, kHostPage,
                                              per_request * kHostBatch + replica * c.num_hidden_layers);

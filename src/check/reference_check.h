@@ -70,6 +70,10 @@ ReferenceSet load_reference(const std::string& path);
 // max_i |got_i - ref_i| / max_i |ref_i| over one position's logits.
 double logit_rel_error(const float* got, const float* ref, int64_t n);
 
+// `splash check`'s default tolerance of that error (for the median over a prompt's positions) on a backend,
+// with or without FP8 weights (and activations).
+double check_tolerance(const std::string& backend, bool fp8_weights);
+
 // Pages per rank that hold every prompt of the set plus its greedy continuation in any layout, and
 // the projection replicas of replicated layouts.
 int64_t pages_for_reference(const ReferenceSet& ref, const ModelConfig& cfg, const GroupOptions& group);

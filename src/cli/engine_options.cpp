@@ -16,6 +16,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
   cmd.add_option("--load-format", f.load_format, "auto | dummy (seeded random weights for the config)")
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "seed of dummy weights")->capture_default_str();
+  cmd.add_option("--quantization", f.quantization,
+                 "auto (an FP8 checkpoint's weights stay FP8, others as stored) | fp8 (also quantize a wider "
+                 "checkpoint's linear layers to FP8 in 128x128 blocks at load) | none (dequantize FP8 weights)")
+      ->capture_default_str();
   CLI::Option* ranks =
       cmd.add_option("--ranks", f.ranks, "T: ranks in the group (one GPU each unless placed otherwise, or CPU threads)")->capture_default_str();
   add_placement_flags(cmd, ranks, f.placement);
@@ -128,6 +132,7 @@ GroupOptions make_group_options(const EngineFlags& f) {
   g.page_size = f.page_size;
   g.graphs = {!f.disable_cuda_graph, f.cuda_graph_max_bs};
   g.kv_cache_dtype = parse_kv_cache_dtype_flag(f.kv_cache_dtype);
+  g.quantization = parse_quantization(f.quantization);
   apply_placement_flags(f.placement, g);
   return g;
 }

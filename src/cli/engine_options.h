@@ -16,6 +16,7 @@ namespace splash {
 struct EngineFlags {
   std::string model = "builtin:tiny";
   std::string load_format = "auto";
+  std::string quantization = "auto";  // --quantization: auto | fp8 | none
   uint64_t seed = 0;
   int ranks = 1;
   PlacementFlags placement;  // --ranks-per-gpu, --devices

@@ -7,6 +7,7 @@
 #include "core/kv_cache_dtype.h"
 #include "cost/step_cost.h"
 #include "layout/memory_plan.h"
+#include "layout/weight_bytes.h"
 #include "model/model_source.h"
 #include "switch/switch_manifest.h"
 
@@ -57,7 +58,8 @@ void print_manifests(const ModelConfig& c, const MemoryInputs& in, const PlanFla
   for (Layout a : kAllLayouts)
     for (Layout b : kAllLayouts) {
       if (a == b) continue;
-      const SwitchManifest m = make_switch_manifest(c, a, b, in.ranks, live, in.weight_elem_bytes, in.kv_elem_bytes);
+      const SwitchManifest m = make_switch_manifest(c, a, b, in.ranks, live, in.weight_elem_bytes, in.kv_elem_bytes,
+                                                    fp8_projections(c, in.ranks, in.fp8_weights));
       const StateMove &w = m.layers[0].weights, &k = m.layers[0].kv;
       fmt::print("{:<10} {:<11} {:>12.2f} {:>12.2f}   {:<11} {:>12.2f} {:>12.2f}\n",
                  fmt::format("{}->{}", layout_name(a), layout_name(b)), primitive_name(w.primitive), mib(w.recv_max()),
@@ -95,11 +97,17 @@ int run_plan(const PlanFlags& f) {
   in.ranks = f.ranks;
   in.mem_per_rank = parse_bytes(f.mem_per_rank);
   in.mem_fraction = f.mem_fraction;
-  in.weight_elem_bytes = elem_bytes(f.weight_dtype, "--weight-dtype");
+  // fp8: FP8 linear layers as the engine holds them (layout/weight_bytes.h), the rest in bf16.
+  in.fp8_weights = f.weight_dtype == "fp8";
+  in.weight_elem_bytes = in.fp8_weights ? 2 : elem_bytes(f.weight_dtype, "--weight-dtype");
+  const std::string wide_name = in.fp8_weights ? "bf16" : f.weight_dtype;
   in.kv_elem_bytes = kv_elem_bytes(f.kv_dtype);
   if (in.ranks < 1) fail("--ranks must be at least 1");
 
-  const ProjectionBytes pb = projection_bytes(c, in.weight_elem_bytes);
+  const Fp8Projections fp = fp8_projections(c, in.ranks, in.fp8_weights);
+  const ProjectionBytes pb{projection_bytes(c, fp.q_b ? 1 : in.weight_elem_bytes).q_b,
+                           projection_bytes(c, in.weight_elem_bytes).kv_b,
+                           projection_bytes(c, fp.o ? 1 : in.weight_elem_bytes).o};
   fmt::print("model {} ({} layers, H={}, d={}), T={}, {:.1f} GiB per rank x {:.2f}, weights {}, KV {} ({} B per token "
              "and layer)\n\n",
              src.name, c.num_hidden_layers, c.num_attention_heads, c.hidden_size, in.ranks, gib(in.mem_per_rank),
@@ -122,6 +130,13 @@ int run_plan(const PlanFlags& f) {
                gib(m.other_weight_bytes), gib(m.kv_budget_bytes), m.kv_bytes_per_token, m.capacity_tokens,
                m.max_context(f.batch), m.fits ? "" : "does not fit: " + m.why_not);
   }
+  fmt::print("\nweights per rank by dtype{}:\n",
+             in.fp8_weights ? " (FP8: every linear layer but the router, lm_head and KV-B)" : "");
+  for (Layout l : kAllLayouts)
+    fmt::print("{:<6} {}\n", layout_name(l), describe_weight_bytes(plan_layout(c, l, in).weights, wide_name.c_str()));
+  if (in.fp8_weights && (!fp.q_b || !fp.o))
+    fmt::print("{} in bf16: the head shards at T={} would split its 128-wide scale blocks\n",
+               !fp.q_b && !fp.o ? "Q-B and O are held" : !fp.q_b ? "Q-B is held" : "O is held", in.ranks);
   if (dp_capacity > 0 && dop_capacity > 0)
     fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
                100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace splash {
 
@@ -78,45 +79,16 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float f8e4m3_to_f32(uint8_t v) {
-  uint32_t sign = v >> 7, exp = (v >> 3) & 0xf, mant = v & 0x7;
-  if (exp == 0xf && mant == 0x7) return NAN;
-  float r = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
-                     : std::ldexp(static_cast<float>(mant | 0x8), static_cast<int>(exp) - 10);
-  return sign ? -r : r;
-}
+float f8e4m3_to_f32(uint8_t v) { return fp8_e4m3_decode(v); }
 
-// Bit-level round to nearest even; magnitudes from 448 up (infinity too) saturate to 448, NaN -> 0x7f.
-// tests/unit/test_kv_cache_dtype.cpp checks it against a scan of all 127 codes over a dense sweep.
-uint8_t f32_to_f8e4m3(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
-  const uint32_t a = bits & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;             // NaN
-  if (a >= 0x43e00000u) return sign | 0x7e;     // >= 448: saturate
-  if (a < 0x3c800000u) {                        // below 2^-6: e4m3 subnormals, units of 2^-9
-    if (a < 0x00800000u) return sign;           // f32 subnormal or zero: far below 2^-10
-    const uint32_t m = (a & 0x7fffffu) | 0x800000u;          // value = m * 2^(e - 150)
-    const int shift = 141 - static_cast<int>(a >> 23);       // to units of 2^-9: m >> (150 - 9 - e)
-    if (shift > 24) return sign;                             // below 2^-11 (half the smallest step is 2^-10)
-    uint32_t q = m >> shift;
-    const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (q & 1u))) ++q;      // q == 8 is 2^-6, the smallest normal: right
-    return sign | static_cast<uint8_t>(q);
-  }
-  const uint32_t exp = (a >> 23) - 127 + 7;  // 1..15
-  uint32_t code = (exp << 3) | ((a >> 20) & 0x7u);
-  const uint32_t rest = a & 0xfffffu;
-  if (rest > 0x80000u || (rest == 0x80000u && (code & 1u))) ++code;  // a carry into the exponent is right
-  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7e));
-}
+// The one bit-level conversion lives in core/fp8.h (host and device).
+uint8_t f32_to_f8e4m3(float f) { return fp8_e4m3_encode(f); }
 
 float quantize_e4m3_token(const float* x, int64_t n, uint8_t* codes) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // NaN never wins
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-  for (int64_t i = 0; i < n; ++i) codes[i] = f32_to_f8e4m3(x[i] / scale);
+  const float scale = fp8_block_scale(amax);
+  for (int64_t i = 0; i < n; ++i) codes[i] = fp8_quantize(x[i], scale);
   return scale;
 }
 

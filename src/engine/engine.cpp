@@ -77,9 +77,9 @@ Engine::Engine(ModelSource model, EngineOptions options)
 
 namespace {
 
-void log_graphs(const ModelConfig& cfg, const GroupOptions& g) {
+void log_graphs(const ModelSource& model, const GroupOptions& g) {
   if (!g.graphs.enabled) return spdlog::info("CUDA graphs: off (--disable-cuda-graph)");
-  const int64_t reserve = graph_reserve_bytes(cfg, g);
+  const int64_t reserve = graph_reserve_bytes(model.config, g, holds_fp8(g.quantization, *model.weights));
   if (reserve == 0) return spdlog::info("CUDA graphs: none on this group (a CPU backend, or ranks sharing a GPU)");
   spdlog::info("CUDA graphs: decode steps of up to {} rows per rank (--cuda-graph-max-bs); {:.1f} MiB per rank "
                "reserved for their memory before sizing the KV pool", g.graphs.max_batch, reserve / 1048576.0);
@@ -88,18 +88,20 @@ void log_graphs(const ModelConfig& cfg, const GroupOptions& g) {
 }  // namespace
 
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
-  log_graphs(model.config, opt.group);
+  log_graphs(model, opt.group);
   // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
   // once its backend exists.
   if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
-    const KvSizing sz = backend_dtypes(opt.group.backend, opt.group.kv_cache_dtype);
+    KvSizing sz = backend_dtypes(opt.group.backend, opt.group.kv_cache_dtype);
+    sz.fp8_weights = holds_fp8(opt.group.quantization, *model.weights);
     const int64_t pages = size_kv_pages(model.config, opt, sz);
     auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
     group->allocate_kv(pages);
     return group;
   }
   auto group = std::make_unique<RankGroup>(model.config, *model.weights, opt.group);
-  group->allocate_kv(size_kv_pages(model.config, opt, {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes()}));
+  group->allocate_kv(size_kv_pages(model.config, opt,
+                                   {group->weight_dtype(), group->kv_dtype(), group->device_memory_bytes(), group->fp8_weights()}));
   return group;
 }
 
@@ -150,11 +152,12 @@ int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const Kv
   // with sharded projections outside it.
   const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
   in.weight_elem_bytes = static_cast<int64_t>(dtype_size(sz.weight_dtype));
+  in.fp8_weights = sz.fp8_weights;
   in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : sz.device_memory;
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
   in.kv_elem_bytes = static_cast<int64_t>(dtype_size(sz.kv_dtype));
-  in.reserve_bytes = graph_reserve_bytes(cfg, opt.group);
+  in.reserve_bytes = graph_reserve_bytes(cfg, opt.group, sz.fp8_weights);
   const LayoutMemory m = plan_layout(cfg, sizing, in), wanted = plan_layout(cfg, opt.group.layout, in);
   if (!wanted.fits || !m.fits)
     fail("layout {} does not fit: {} (layouts that fit: {})", layout_name(opt.group.layout),

@@ -19,6 +19,7 @@ std::string start_command(const GroupOptions& opt) {
   w.put<uint8_t>(opt.graphs.enabled);
   w.put<int64_t>(opt.graphs.max_batch);
   w.put(opt.kv_cache_dtype);
+  w.put(opt.quantization);
   return w.take();
 }
 
@@ -83,6 +84,9 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.kv_cache_dtype = r.get<KvCacheDtype>();
       if (c.options.kv_cache_dtype > KvCacheDtype::FP8E4M3)
         fail_internal("start command: unknown KV cache element {}", static_cast<int>(c.options.kv_cache_dtype));
+      c.options.quantization = r.get<Quantization>();
+      if (c.options.quantization > Quantization::None)
+        fail_internal("start command: unknown quantization {}", static_cast<int>(c.options.quantization));
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:

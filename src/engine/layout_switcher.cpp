@@ -49,7 +49,8 @@ std::optional<std::string> LayoutSwitcher::begin(Layout to, std::vector<LiveRequ
   if (std::string e = layout_split_error(group_.config(), to, T); !e.empty()) return refuse(rec, e);
   const SwitchManifest m = make_switch_manifest(group_.config(), layout_, to, T, live,
                                                 static_cast<int64_t>(dtype_size(group_.weight_dtype())),
-                                                static_cast<int64_t>(dtype_size(group_.kv_dtype())));
+                                                static_cast<int64_t>(dtype_size(group_.kv_dtype())),
+                                                fp8_projections(group_.config(), T, group_.fp8_weights()));
   const auto t0 = std::chrono::steady_clock::now();
   auto sched = std::make_unique<SwitchSchedule>();
   if (auto why = schedule_switch(group_.kv(), layout_, to, std::move(live), *sched)) return refuse(rec, *why);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/graph_memory.h"
 #include "layout/memory_plan.h"
+#include "layout/weight_bytes.h"
 #include "model/model_source.h"
 #include "model/rope_table.h"
 #include "switch/projection_replica.h"
@@ -55,11 +56,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, const
 #endif
 }
 
-int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt) {
+int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, bool fp8_weights) {
   if (!opt.graphs.enabled || opt.backend == "cpu" || (!opt.link && shares_a_device(rank_devices(opt.ranks, opt.devices))))
     return 0;
+  // Activations are in the backend's weight dtype (the KV element may be FP8).
   return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size,
-                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend, opt.kv_cache_dtype).kv_dtype)));
+                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).weight_dtype)), fp8_weights);
 }
 
 KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv) {
@@ -92,7 +94,8 @@ RankGroup::RankGroup(const ModelConfig& cfg, const WeightSource& weights, const 
       opt_(opt),
       first_(opt.link ? opt.link->process() * local_ranks(opt) : 0),
       devices_(rank_devices(local_ranks(opt), opt.devices)),
-      loaded_layout_(opt.layout) {
+      loaded_layout_(opt.layout),
+      fp8_weights_(holds_fp8(opt.quantization, weights)) {
   if (!opt.devices.empty() && opt.backend == "cpu") fail("placing ranks on devices needs a GPU backend, not cpu");
   announce([&] { return start_command(opt); });
   for (int i = 0; i < local_ranks(opt); ++i) {
@@ -174,9 +177,12 @@ void RankGroup::load_ranks(const WeightSource& weights) {
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
     RankEnv env{be, *comm_refs_[w.index], *transfer_comm_refs_[w.index], cfg_,
                 make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
-    w.model = std::make_unique<DeepseekModel>(std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_));
+    w.model = std::make_unique<DeepseekModel>(
+        std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_, fp8_weights_));
     w.graphs = std::make_unique<StepGraphs>(*w.model, opt.graphs);
   });
+  spdlog::info("weights per rank: {} (rank {}, {})", describe_held_weights(workers_.front()->model->weights()),
+               first_, fp8_weights_ ? "FP8 linear layers" : "no FP8");
 }
 
 RankGroup::~RankGroup() {
@@ -385,7 +391,7 @@ std::shared_ptr<const WeightSource> RankGroup::load_weights(const WeightSource* 
   dispatch([&](Worker& w) {
     if (open_error) std::rethrow_exception(open_error);
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt_.ranks);
-    fresh[w.index] = load_model_weights(*w.backend, *weights, cfg_, split, loaded_layout_);
+    fresh[w.index] = load_model_weights(*w.backend, *weights, cfg_, split, loaded_layout_, fp8_weights_);
   });
   dispatch([&](Worker& w) {
     if (load.pool_pages > 0) allocate_storage(w, load.pool_pages);
@@ -408,17 +414,19 @@ std::shared_ptr<const WeightSource> RankGroup::load_weights(const WeightSource* 
   return opened;
 }
 
-int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes) {
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t replica_bytes, int64_t weight_elem_bytes,
+                                int64_t kv_elem_bytes) {
   // A run starts at a page boundary; where pages are not whole weight elements (FP8 pages of odd
   // bytes), the replica starts up to weight_elem_bytes - 1 bytes in (switch/projection_replica.cpp).
   const int64_t page_bytes = static_cast<int64_t>(page_size) * cfg.latent_dim() * kv_elem_bytes;
-  const int64_t bytes = projection_bytes(cfg, weight_elem_bytes).total() +
-                        (page_bytes % weight_elem_bytes != 0 ? weight_elem_bytes - 1 : 0);
+  const int64_t bytes = replica_bytes + (page_bytes % weight_elem_bytes != 0 ? weight_elem_bytes - 1 : 0);
   return (bytes + page_bytes - 1) / page_bytes;
 }
 
 int64_t RankGroup::replica_pages_per_layer() const {
-  return splash::replica_pages_per_layer(cfg_, opt_.page_size, static_cast<int64_t>(dtype_size(weight_dtype())),
+  const ReplicaLayout replica = projection_replica_layout(cfg_, fp8_projections(cfg_, opt_.ranks, fp8_weights_),
+                                                          static_cast<int64_t>(dtype_size(weight_dtype())));
+  return splash::replica_pages_per_layer(cfg_, opt_.page_size, replica.bytes, static_cast<int64_t>(dtype_size(weight_dtype())),
                                          static_cast<int64_t>(dtype_size(kv_dtype())));
 }
 

@@ -55,6 +55,7 @@ struct GroupOptions {
   bool count_traffic = false;  // wrap communicators to count bytes received per collective kind
   // CUDA graphs of decode steps (model/step_graphs.h): on GPU ranks whose collectives are NCCL's.
   GraphOptions graphs;
+  Quantization quantization = Quantization::Auto;  // --quantization: FP8 weights or not (model/model_weights.h)
   // The processes the group spans (null: this one alone); their ranks use no `devices` (local rank i
   // runs on GPU i).
   std::shared_ptr<ProcessLink> link;
@@ -84,6 +85,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, const
 struct KvSizing {
   DType weight_dtype, kv_dtype;
   int64_t device_memory = 0;  // per rank; 0: unknown (then the options must give the budget)
+  bool fp8_weights = false;   // the linear layers layout/weight_bytes.h names are FP8
 };
 // A backend's element types, known without making one (to plan memory before loading weights); the KV
 // element is the backend's activation dtype unless `kv` names one.
@@ -91,11 +93,14 @@ KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv = KvCacheDtype:
 // Device memory per rank the group's CUDA graphs may take (layout/graph_memory.h), which the memory plan
 // reserves: 0 unless graphs are on, on a GPU backend, with no two ranks on one device (ranks that share
 // one talk through the device-local communicator, whose host rendezvous a graph cannot capture).
-int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt);
-// Pages one layer's full projections take in a pool of `page_size`-token latent pages of
-// `kv_elem_bytes`-byte elements (the run a replicated layout holds per layer; an FP8 pool's scales hold
-// no weights), with room to align the run's start to a weight element.
-int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t weight_elem_bytes, int64_t kv_elem_bytes);
+// `fp8_weights`: the group holds FP8 weights (their GEMMs quantize activations in the graphs' pool too).
+int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, bool fp8_weights = false);
+// Pages `replica_bytes` (one layer's full projections: layout/weight_bytes.h, projection_replica_layout)
+// take in a pool of `page_size`-token latent pages of `kv_elem_bytes`-byte elements (the run a replicated
+// layout holds per layer; an FP8 pool's scales hold no weights), with room to align the run's start to a
+// weight element of `weight_elem_bytes` (pages of an odd byte count).
+int64_t replica_pages_per_layer(const ModelConfig& cfg, int page_size, int64_t replica_bytes, int64_t weight_elem_bytes,
+                                int64_t kv_elem_bytes);
 
 class RankGroup {
  public:
@@ -126,7 +131,8 @@ class RankGroup {
   // The device of each of this process's ranks (engine/rank_placement.h).
   const std::vector<int>& devices() const { return devices_; }
   DType kv_dtype() const;      // the latent cache's element type
-  DType weight_dtype() const;
+  DType weight_dtype() const;  // of the weights not held in FP8
+  bool fp8_weights() const { return fp8_weights_; }
 
   // Bytes rank `r` (of this process) received per collective kind since the last reset (count_traffic only).
   const TrafficCounters& traffic(int r) const;
@@ -190,6 +196,7 @@ class RankGroup {
   int first_ = 0;  // the global rank of this process's first rank
   std::vector<int> devices_;
   Layout loaded_layout_;
+  bool fp8_weights_;  // resolved from opt.quantization and the start's weights; reloads keep it
   std::unique_ptr<KvCacheManager> kv_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Communicator>> transfer_comms_;

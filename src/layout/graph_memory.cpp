@@ -5,7 +5,8 @@
 
 namespace splash {
 
-int64_t graph_memory_bytes(const ModelConfig& c, int ranks, int64_t max_batch, int page_size, int64_t act_bytes) {
+int64_t graph_memory_bytes(const ModelConfig& c, int ranks, int64_t max_batch, int page_size, int64_t act_bytes,
+                           bool fp8_weights) {
   if (max_batch <= 0) return 0;
   const int64_t T = ranks, A = max_batch, N = T * A, L = c.num_hidden_layers, H = c.num_attention_heads;
   const int64_t d = c.hidden_size, C = c.kv_lora_rank, W = c.latent_dim(), dqk = c.qk_head_dim(), dv = c.v_head_dim;
@@ -36,7 +37,11 @@ int64_t graph_memory_bytes(const ModelConfig& c, int ranks, int64_t max_batch, i
   // The logits: normed rows, the lm_head's output, the vocab-parallel gather and the whole rows.
   const int64_t Vl = V % T == 0 ? V / T : V;
   const int64_t logits = a * N * d + f32 * N * (Vl + T * Vl + V) + i32 * N;
-  const int64_t peak = pack + residual + std::max({attention, mlp, logits});
+  int64_t peak_phase = std::max({attention, mlp, logits});
+  // FP8 weights (core/fp8.h): a GEMM's input is quantized to a copy of one byte per element plus a 4-byte
+  // scale per 128, at most half again the phase's activations of act_bytes >= 2 each (a bound, not a count).
+  if (fp8_weights) peak_phase += peak_phase / 2;
+  const int64_t peak = pack + residual + peak_phase;
   return peak + peak / 4 + (int64_t{2} << 20);  // the arena's fragmentation and rounding
 }
 

@@ -16,22 +16,7 @@ ProjectionBytes projection_bytes(const ModelConfig& c, int64_t b) {
 }
 
 int64_t other_weight_bytes(const ModelConfig& c, int T, int64_t b) {
-  const int64_t d = c.hidden_size;
-  int64_t elems = 0;
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    elems += 2 * d;  // layer norms
-    if (c.q_lora_rank) elems += *c.q_lora_rank * d + *c.q_lora_rank;
-    elems += c.latent_dim() * d + c.kv_lora_rank;
-    if (c.is_moe_layer(l)) {
-      elems += static_cast<int64_t>(c.n_routed_experts) * d;  // router, replicated
-      elems += 3 * d * c.moe_intermediate_size * (c.n_routed_experts + c.n_shared_experts) / T;
-    } else {
-      elems += 3 * d * c.intermediate_size / T;
-    }
-  }
-  const bool vocab_parallel = T > 1 && c.vocab_size % T == 0;
-  elems += c.vocab_size * d + d + c.vocab_size * d / (vocab_parallel ? T : 1);
-  return elems * b;
+  return rank_weight_bytes(c, T, Layout::TP, false, b).other.total();
 }
 
 int64_t LayoutMemory::max_context(int64_t batch) const {
@@ -43,9 +28,10 @@ LayoutMemory plan_layout(const ModelConfig& c, Layout layout, const MemoryInputs
   LayoutMemory m;
   m.layout = layout;
   const int T = in.ranks;
-  const int64_t w_a_all = projection_bytes(c, in.weight_elem_bytes).total() * c.num_hidden_layers;
-  m.w_a_bytes = projections_sharded(layout) ? w_a_all / T : w_a_all;
-  m.other_weight_bytes = other_weight_bytes(c, T, in.weight_elem_bytes);
+  const RankWeightBytes w = rank_weight_bytes(c, T, layout, in.fp8_weights, in.weight_elem_bytes);
+  m.w_a_bytes = w.projections.total();
+  m.other_weight_bytes = w.other.total();
+  m.weights = w.total();
   m.kv_bytes_per_token = static_cast<int64_t>(c.num_hidden_layers) * kv_token_bytes_from_elem(c.latent_dim(), in.kv_elem_bytes);
   const int64_t usable = static_cast<int64_t>(static_cast<double>(in.mem_per_rank) * in.mem_fraction) - in.reserve_bytes;
   m.kv_budget_bytes = usable - m.weight_bytes();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "layout/layout.h"
+#include "layout/weight_bytes.h"
 #include "config/model_config.h"
 
 namespace splash {
@@ -22,8 +23,9 @@ struct MemoryInputs {
   int ranks = 1;
   int64_t mem_per_rank = 0;    // bytes of device (or host) memory per rank
   double mem_fraction = 0.9;   // of it the engine may use for weights + KV
-  int64_t weight_elem_bytes = 2;
-  int64_t kv_elem_bytes = 2;   // of the latent cache; 1: FP8 E4M3 with a 4-byte scale per token
+  int64_t weight_elem_bytes = 2;  // of weights held in the weight dtype
+  bool fp8_weights = false;       // FP8 weights as layout/weight_bytes.h says which
+  int64_t kv_elem_bytes = 2;      // of the latent cache; 1: FP8 E4M3 with a 4-byte scale per token
   int64_t reserve_bytes = 0;   // activations, workspaces
 };
 
@@ -33,6 +35,7 @@ struct LayoutMemory {
   std::string why_not;             // when it does not fit
   int64_t w_a_bytes = 0;           // sharded projections this rank holds
   int64_t other_weight_bytes = 0;  // every other weight this rank holds
+  WeightBytes weights;             // all of them by storage (FP8 codes, scales, weight dtype)
   int64_t kv_budget_bytes = 0;     // what is left for KV pages
   int64_t kv_bytes_per_token = 0;  // all layers, one copy
   int64_t capacity_tokens = 0;     // distinct tokens the group can hold
@@ -41,8 +44,8 @@ struct LayoutMemory {
   int64_t max_context(int64_t batch) const;
 };
 
-// Every weight outside W_A one rank holds: replicated Q-A/KV-A/norms/embedding, 1/T of the MLPs and
-// experts, lm_head (vocab-parallel when T divides the vocabulary).
+// Every weight outside W_A one rank holds, all at elem_bytes: replicated Q-A/KV-A/norms/embedding, 1/T
+// of the MLPs and experts, lm_head (vocab-parallel when T divides the vocabulary).
 int64_t other_weight_bytes(const ModelConfig& cfg, int ranks, int64_t elem_bytes);
 LayoutMemory plan_layout(const ModelConfig& cfg, Layout layout, const MemoryInputs& in);
 // KV pages (page_size tokens of one layer) a rank's budget holds.

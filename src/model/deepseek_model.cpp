@@ -174,7 +174,8 @@ uint64_t DeepseekModel::state_fingerprint() const {
   };
   auto weight = [&](const Weight& w) {
     tensor(w.w);
-    tensor(w.scale_inv);
+    tensor(w.scale_inv);  // FP8 weights' block scales
+    mix(w.transposed);
   };
   auto gated = [&](const MlpWeights& m) {
     weight(m.gate_up);

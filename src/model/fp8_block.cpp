@@ -1,11 +1,11 @@
 #include "model/fp8_block.h"
 
 #include <algorithm>
-#include <array>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace splash {
 
@@ -21,16 +21,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// All 256 codes decoded once: a table lookup beats decoding each weight.
-const std::array<float, 256>& f8_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = f8e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table;
-}
-
 }  // namespace
 
 void dequantize_fp8_block(const uint8_t* weight, int64_t rows, int64_t cols, const void* scale_inv,
@@ -39,7 +29,7 @@ void dequantize_fp8_block(const uint8_t* weight, int64_t rows, int64_t cols, con
   if (rows < 0 || cols < 0) fail("fp8 block dequantisation: negative shape [{}, {}]", rows, cols);
   if (!is_scale_dtype(scale_dtype))
     fail("fp8 block dequantisation: scale dtype {} is not F32, BF16 or F16", dtype_name(scale_dtype));
-  const auto& f8 = f8_table();
+  const float* f8 = fp8_decode_table();
   const int64_t grid_rows = ceil_div(rows, block), grid_cols = ceil_div(cols, block);
   const auto* scale_bytes = static_cast<const uint8_t*>(scale_inv);
   std::vector<float> scale_row(static_cast<size_t>(grid_cols));
@@ -57,7 +47,7 @@ void dequantize_fp8_block(const uint8_t* weight, int64_t rows, int64_t cols, con
   }
 }
 
-void dequantize_fp8_block(const TensorInfo& weight, const TensorInfo& scale_inv, float* out, int64_t block) {
+void check_fp8_block_pair(const TensorInfo& weight, const TensorInfo& scale_inv, int64_t block) {
   if (weight.dtype != DType::F8E4M3 || weight.shape.size() != 2)
     fail("{}: tensor '{}': fp8 block dequantisation needs a 2-D F8_E4M3 weight, got {} {}", weight.file,
          weight.name, dtype_name(weight.dtype), shape_str(weight.shape));
@@ -71,6 +61,11 @@ void dequantize_fp8_block(const TensorInfo& weight, const TensorInfo& scale_inv,
     fail("{}: tensor '{}': scale grid {} does not match weight '{}' {}: expected {} for {}x{} blocks",
          scale_inv.file, scale_inv.name, shape_str(scale_inv.shape), weight.name, shape_str(weight.shape),
          shape_str(grid), block, block);
+}
+
+void dequantize_fp8_block(const TensorInfo& weight, const TensorInfo& scale_inv, float* out, int64_t block) {
+  check_fp8_block_pair(weight, scale_inv, block);
+  const int64_t rows = weight.shape[0], cols = weight.shape[1];
   dequantize_fp8_block(static_cast<const uint8_t*>(weight.data), rows, cols, scale_inv.data, scale_inv.dtype,
                        out, block);
 }

@@ -8,8 +8,9 @@
 
 namespace splash {
 
-// Checks dtypes and that the scale grid is ceil(out/block) x ceil(in/block); writes out*in floats.
-// The scale may be F32, BF16 or F16 (checkpoints differ).
+// Checks dtypes and that the scale grid is ceil(out/block) x ceil(in/block) (the error names tensor and file).
+void check_fp8_block_pair(const TensorInfo& weight, const TensorInfo& scale_inv, int64_t block = 128);
+// Checks as above and writes out*in floats. The scale may be F32, BF16 or F16 (checkpoints differ).
 void dequantize_fp8_block(const TensorInfo& weight, const TensorInfo& scale_inv, float* out, int64_t block = 128);
 
 // Same on raw memory: `weight` is rows x cols E4M3 bytes, `scale_inv` is

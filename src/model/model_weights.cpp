@@ -2,8 +2,15 @@
 
 #include <string>
 
+#include <cctype>
+#include <map>
+
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/fp8.h"
 #include "layout/memory_plan.h"
+#include "model/host_linear.h"
 
 namespace splash {
 namespace {
@@ -14,45 +21,36 @@ Tensor load(const WeightSource& src, const std::string& name, std::initializer_l
   return src.load_f32(name, std::span<const int64_t>(shape.begin(), shape.size()));
 }
 
-// Rows [begin, end) of a host [R, K] tensor, uploaded.
-Tensor upload_rows(Backend& be, const Tensor& host, int64_t begin, int64_t end) {
-  return be.upload(host.slice(0, begin, end), be.weight_dtype());
-}
-
-// Columns [begin, end) of a host [R, K] tensor as a contiguous [R, end - begin] tensor.
-Tensor column_block(const Tensor& host, int64_t begin, int64_t end) {
-  Tensor out = cpu_tensor(DType::F32, {host.size(0), end - begin});
-  for (int64_t r = 0; r < host.size(0); ++r)
-    std::copy(host.ptr<float>() + r * host.size(1) + begin, host.ptr<float>() + r * host.size(1) + end,
-              out.ptr<float>() + r * (end - begin));
-  return out;
-}
-
-Tensor transposed(const Tensor& host) {
-  Tensor out = cpu_tensor(DType::F32, {host.size(1), host.size(0)});
-  for (int64_t r = 0; r < host.size(0); ++r)
-    for (int64_t c = 0; c < host.size(1); ++c) out.ptr<float>()[c * host.size(0) + r] = host.ptr<float>()[r * host.size(1) + c];
-  return out;
-}
-
 Tensor upload_vector(Backend& be, const WeightSource& src, const std::string& name, int64_t n) {
   return be.upload(load(src, name, {n}), DType::F32);
 }
 
 // Gate and up rows [begin, end) of the intermediate dimension, stacked, plus the matching columns of down.
 MlpWeights load_mlp(Backend& be, const WeightSource& src, const std::string& prefix, int64_t d, int64_t inter,
-                    int64_t begin, int64_t end) {
-  Tensor gate = load(src, prefix + "gate_proj.weight", {inter, d});
-  Tensor up = load(src, prefix + "up_proj.weight", {inter, d});
-  Tensor down = load(src, prefix + "down_proj.weight", {d, inter});
-  const int64_t n = end - begin;
-  Tensor gu = cpu_tensor(DType::F32, {2 * n, d});
-  std::copy(gate.ptr<float>() + begin * d, gate.ptr<float>() + end * d, gu.ptr<float>());
-  std::copy(up.ptr<float>() + begin * d, up.ptr<float>() + end * d, gu.ptr<float>() + n * d);
-  return {Weight{be.upload(gu, be.weight_dtype())}, Weight{be.upload(column_block(down, begin, end), be.weight_dtype())}};
+                    int64_t begin, int64_t end, bool fp8) {
+  const HostLinear gate = HostLinear::load(src, prefix + "gate_proj.weight", inter, d, fp8).row_block(begin, end);
+  const HostLinear up = HostLinear::load(src, prefix + "up_proj.weight", inter, d, fp8).row_block(begin, end);
+  const HostLinear down = HostLinear::load(src, prefix + "down_proj.weight", d, inter, fp8).col_block(begin, end);
+  return {HostLinear::stack(gate, up).upload(be, fp8), down.upload(be, fp8)};
 }
 
-MoeWeights load_moe(Backend& be, const WeightSource& src, const ModelConfig& cfg, int layer, const ParallelSplit& sp) {
+// Room for n experts shaped like `w`, in its format.
+Weight stacked(Backend& be, const Weight& w, int64_t n) {
+  Weight s{be.empty(w.w.dtype(), {n, w.w.size(0), w.w.size(1)})};
+  if (w.scale_inv.defined()) s.scale_inv = empty_fp8_scales(be, n, w.scale_inv.size(0), w.scale_inv.size(1));
+  return s;
+}
+
+void put_expert(Backend& be, const Weight& all, int64_t e, const Weight& w, const std::string& layer) {
+  if (w.w.dtype() != all.w.dtype() || w.scale_inv.defined() != all.scale_inv.defined())
+    fail("{}: the experts' weights are stored in different formats ({} and {})", layer, dtype_name(all.w.dtype()),
+         dtype_name(w.w.dtype()));
+  be.copy(all.w.select(0, e), w.w);
+  if (w.scale_inv.defined()) be.copy(all.scale_inv.select(0, e), w.scale_inv);
+}
+
+MoeWeights load_moe(Backend& be, const WeightSource& src, const ModelConfig& cfg, int layer, const ParallelSplit& sp,
+                    bool fp8) {
   const std::string p = layer_prefix(layer) + "mlp.";
   const int64_t d = cfg.hidden_size, ie = cfg.moe_intermediate_size, E = cfg.n_routed_experts;
   MoeWeights m;
@@ -67,25 +65,58 @@ MoeWeights load_moe(Backend& be, const WeightSource& src, const ModelConfig& cfg
     i_begin = ie * sp.rank / sp.ranks;
     i_end = ie * (sp.rank + 1) / sp.ranks;
   }
-  const int64_t n_local = e_end - e_begin, i_local = i_end - i_begin;
-  Tensor gu = be.empty(be.weight_dtype(), {n_local, 2 * i_local, d});
-  Tensor dn = be.empty(be.weight_dtype(), {n_local, d, i_local});
   for (int64_t e = e_begin; e < e_end; ++e) {
-    MlpWeights ex = load_mlp(be, src, p + "experts." + std::to_string(e) + ".", d, ie, i_begin, i_end);
-    be.copy(gu.select(0, e - e_begin), ex.gate_up.w);
-    be.copy(dn.select(0, e - e_begin), ex.down.w);
+    MlpWeights ex = load_mlp(be, src, p + "experts." + std::to_string(e) + ".", d, ie, i_begin, i_end, fp8);
+    if (e == e_begin) {
+      m.experts_gate_up = stacked(be, ex.gate_up, e_end - e_begin);
+      m.experts_down = stacked(be, ex.down, e_end - e_begin);
+    }
+    put_expert(be, m.experts_gate_up, e - e_begin, ex.gate_up, p);
+    put_expert(be, m.experts_down, e - e_begin, ex.down, p);
   }
-  m.experts_gate_up = Weight{gu};
-  m.experts_down = Weight{dn};
   m.expert_begin = static_cast<int>(e_begin);
   if (cfg.n_shared_experts > 0) {
     const int64_t is = ie * cfg.n_shared_experts;
-    m.shared = load_mlp(be, src, p + "shared_experts.", d, is, is * sp.rank / sp.ranks, is * (sp.rank + 1) / sp.ranks);
+    m.shared = load_mlp(be, src, p + "shared_experts.", d, is, is * sp.rank / sp.ranks, is * (sp.rank + 1) / sp.ranks,
+                        fp8);
   }
   return m;
 }
 
+// Q-B, KV-B and O of one layer for a head range. FP8 Q-B and O are quantized (when the source is wider)
+// on the whole matrix's grid before they are cut, so that every shard is a piece of the same replica.
+void load_attention_projections(Backend& be, const WeightSource& src, const ModelConfig& cfg, int layer,
+                                HeadRange heads, const Fp8Projections& fp8, AttentionWeights& a) {
+  const std::string p = layer_prefix(layer) + "self_attn.";
+  const int64_t H = cfg.num_attention_heads, d = cfg.hidden_size, C = cfg.kv_lora_rank;
+  const int64_t dqk = cfg.qk_head_dim(), dkv = cfg.qk_nope_head_dim + cfg.v_head_dim, dv = cfg.v_head_dim;
+  a.heads = heads;
+  const std::string q_name = cfg.q_lora_rank ? "q_b_proj.weight" : "q_proj.weight";
+  HostLinear qb = HostLinear::load(src, p + q_name, H * dqk, cfg.q_lora_rank.value_or(d), fp8.q_b);
+  if (fp8.q_b) qb = qb.quantized();
+  a.q_b = qb.row_block(heads.begin * dqk, heads.end * dqk).upload(be, fp8.q_b);
+  a.q_b_scales = !fp8.q_b ? Tensor() : heads.count() == H ? a.q_b.scale_inv : qb.upload_scales(be);
+  a.kv_b = HostLinear::load(src, p + "kv_b_proj.weight", H * dkv, C, false)
+               .row_block(heads.begin * dkv, heads.end * dkv)
+               .upload(be, false);
+  HostLinear o = HostLinear::load(src, p + "o_proj.weight", d, H * dv, fp8.o);
+  if (fp8.o) o = o.quantized();
+  a.o = o.col_block(heads.begin * dv, heads.end * dv).upload(be, fp8.o, /*transposed=*/!fp8.o);
+  a.o_scales = !fp8.o ? Tensor() : heads.count() == H ? a.o.scale_inv : o.upload_scales(be);
+}
+
 }  // namespace
+
+Quantization parse_quantization(const std::string& s) {
+  if (s == "auto") return Quantization::Auto;
+  if (s == "fp8") return Quantization::Fp8;
+  if (s == "none") return Quantization::None;
+  fail("unknown --quantization '{}' (auto, fp8 or none)", s);
+}
+
+bool holds_fp8(Quantization q, const WeightSource& src) {
+  return q == Quantization::Fp8 || (q == Quantization::Auto && src.stores_fp8());
+}
 
 ParallelSplit make_parallel_split(const ModelConfig& cfg, int rank, int ranks) {
   ParallelSplit sp{rank, ranks, true, false};
@@ -106,38 +137,18 @@ ParallelSplit make_parallel_split(const ModelConfig& cfg, int rank, int ranks) {
   return sp;
 }
 
-void load_attention_projections(Backend& be, const WeightSource& src, const ModelConfig& cfg, int layer,
-                                HeadRange heads, AttentionWeights& a) {
-  const std::string p = layer_prefix(layer) + "self_attn.";
-  const int64_t H = cfg.num_attention_heads, d = cfg.hidden_size, C = cfg.kv_lora_rank;
-  const int64_t dqk = cfg.qk_head_dim(), dkv = cfg.qk_nope_head_dim + cfg.v_head_dim, dv = cfg.v_head_dim;
-  a.heads = heads;
-  if (cfg.q_lora_rank) {
-    Tensor qb = load(src, p + "q_b_proj.weight", {H * dqk, *cfg.q_lora_rank});
-    a.q_b = Weight{upload_rows(be, qb, heads.begin * dqk, heads.end * dqk)};
-  } else {
-    Tensor q = load(src, p + "q_proj.weight", {H * dqk, d});
-    a.q_b = Weight{upload_rows(be, q, heads.begin * dqk, heads.end * dqk)};
-  }
-  Tensor kvb = load(src, p + "kv_b_proj.weight", {H * dkv, C});
-  a.kv_b = Weight{upload_rows(be, kvb, heads.begin * dkv, heads.end * dkv)};
-  Tensor o = load(src, p + "o_proj.weight", {d, H * dv});
-  Tensor ot = transposed(column_block(o, heads.begin * dv, heads.end * dv));
-  a.o = Weight{be.upload(ot, be.weight_dtype()), {}, true};
-}
-
 ModelWeights load_model_weights(Backend& be, const WeightSource& src, const ModelConfig& cfg, const ParallelSplit& sp,
-                                Layout layout) {
+                                Layout layout, bool fp8) {
   const int64_t d = cfg.hidden_size, V = cfg.vocab_size, C = cfg.kv_lora_rank, W = cfg.latent_dim();
   if (std::string e = layout_split_error(cfg, layout, sp.ranks); !e.empty()) fail("{}", e);
   ModelWeights m;
   m.embed = be.upload(load(src, "model.embed_tokens.weight", {V, d}), be.weight_dtype());
   m.final_norm = upload_vector(be, src, "model.norm.weight", d);
   const std::string head_name = src.has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
-  Tensor head = load(src, head_name, {V, d});
   m.vocab_begin = sp.vocab_parallel ? V * sp.rank / sp.ranks : 0;
   const int64_t vocab_end = sp.vocab_parallel ? V * (sp.rank + 1) / sp.ranks : V;
-  m.lm_head = Weight{upload_rows(be, head, m.vocab_begin, vocab_end)};
+  m.lm_head = HostLinear::load(src, head_name, V, d, false).row_block(m.vocab_begin, vocab_end).upload(be, false);
+  const Fp8Projections fp8_proj = fp8_projections(cfg, sp.ranks, fp8);
 
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = layer_prefix(l);
@@ -146,21 +157,66 @@ ModelWeights load_model_weights(Backend& be, const WeightSource& src, const Mode
     lw.post_attention_norm = upload_vector(be, src, p + "post_attention_layernorm.weight", d);
     AttentionWeights& a = lw.attn;
     if (cfg.q_lora_rank) {
-      a.q_a = Weight{be.upload(load(src, p + "self_attn.q_a_proj.weight", {*cfg.q_lora_rank, d}), be.weight_dtype())};
+      a.q_a = HostLinear::load(src, p + "self_attn.q_a_proj.weight", *cfg.q_lora_rank, d, fp8).upload(be, fp8);
       a.q_a_norm = upload_vector(be, src, p + "self_attn.q_a_layernorm.weight", *cfg.q_lora_rank);
     }
-    a.kv_a = Weight{be.upload(load(src, p + "self_attn.kv_a_proj_with_mqa.weight", {W, d}), be.weight_dtype())};
+    a.kv_a = HostLinear::load(src, p + "self_attn.kv_a_proj_with_mqa.weight", W, d, fp8).upload(be, fp8);
     a.kv_a_norm = upload_vector(be, src, p + "self_attn.kv_a_layernorm.weight", C);
-    load_attention_projections(be, src, cfg, l, projection_heads(layout, sp.rank, sp.ranks, cfg.num_attention_heads), a);
+    load_attention_projections(be, src, cfg, l, projection_heads(layout, sp.rank, sp.ranks, cfg.num_attention_heads),
+                               fp8_proj, a);
     if (cfg.is_moe_layer(l)) {
-      lw.moe = load_moe(be, src, cfg, l, sp);
+      lw.moe = load_moe(be, src, cfg, l, sp, fp8);
     } else {
       const int64_t I = cfg.intermediate_size;
-      lw.mlp = load_mlp(be, src, p + "mlp.", d, I, I * sp.rank / sp.ranks, I * (sp.rank + 1) / sp.ranks);
+      lw.mlp = load_mlp(be, src, p + "mlp.", d, I, I * sp.rank / sp.ranks, I * (sp.rank + 1) / sp.ranks, fp8);
     }
     m.layers.push_back(std::move(lw));
   }
   return m;
+}
+
+std::string describe_held_weights(const ModelWeights& m) {
+  std::map<DType, int64_t> bytes;
+  auto add = [&](const Tensor& t) {
+    if (t.defined()) bytes[t.dtype()] += static_cast<int64_t>(t.nbytes());
+  };
+  auto add_weight = [&](const Weight& w) {
+    add(w.w);
+    add(w.scale_inv);
+  };
+  auto add_mlp = [&](const MlpWeights& w) {
+    add_weight(w.gate_up);
+    add_weight(w.down);
+  };
+  add(m.embed);
+  add(m.final_norm);
+  add_weight(m.lm_head);
+  for (const LayerWeights& l : m.layers) {
+    add(l.input_norm);
+    add(l.post_attention_norm);
+    const AttentionWeights& a = l.attn;
+    for (const Weight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o}) add_weight(*w);
+    add(a.q_a_norm);
+    add(a.kv_a_norm);
+    // The whole grids, when a shard does not simply use them.
+    if (a.q_b_scales.data() != a.q_b.scale_inv.data()) add(a.q_b_scales);
+    if (a.o_scales.data() != a.o.scale_inv.data()) add(a.o_scales);
+    if (l.mlp) add_mlp(*l.mlp);
+    if (l.moe) {
+      add_weight(l.moe->router);
+      add(l.moe->score_bias);
+      add_weight(l.moe->experts_gate_up);
+      add_weight(l.moe->experts_down);
+      if (l.moe->shared) add_mlp(*l.moe->shared);
+    }
+  }
+  std::string s;
+  for (const auto& [dtype, n] : bytes) {
+    std::string name = dtype == DType::F8E4M3 ? "fp8" : std::string(dtype_name(dtype));
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    s += fmt::format("{}{} {}", s.empty() ? "" : " + ", format_bytes(n), name);
+  }
+  return s.empty() ? "none" : s;
 }
 
 }  // namespace splash

@@ -3,8 +3,12 @@
 // DESIGN section 3: attention projections Q-B/KV-B/O by the layout's head range, Q-A/KV-A/norms
 // replicated, dense MLP and shared experts tensor-parallel, routed experts by expert index (EP) when
 // T divides their number (tensor-parallel inside each expert otherwise), lm_head vocab-parallel when
-// T divides the vocabulary.
+// T divides the vocabulary. With FP8 weights, the linear layers layout/weight_bytes.h names are held as
+// E4M3 codes with their 128 x 128 block scales (Weight::scale_inv): as an FP8 checkpoint stores them, or
+// quantized here from a wider checkpoint (each held matrix on its own grid; Q-B and O on the whole
+// matrix's, so that shards and replicas agree).
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -21,8 +25,11 @@ struct AttentionWeights {
   Weight kv_a;         // [C + d_r, d]
   Tensor kv_a_norm;    // [C]
   Weight kv_b;         // [Hh * (d_n + d_v), C]
-  Weight o;            // transposed: [Hh * d_v, d]
+  Weight o;            // transposed [Hh * d_v, d]; FP8: [d, Hh * d_v] (FP8 GEMMs run both operands along K)
   HeadRange heads;     // Hh = heads.count() heads held
+  // FP8 Q-B and O: the scale grids of all heads, which every rank keeps in every layout (they are
+  // small): a shard's scales are cut from them, a replica's are them.
+  Tensor q_b_scales, o_scales;
 };
 
 struct MlpWeights {
@@ -64,10 +71,16 @@ struct ParallelSplit {
 };
 ParallelSplit make_parallel_split(const ModelConfig& cfg, int rank, int ranks);
 
+// --quantization (SGLang's flag): auto holds an FP8 checkpoint's weights in FP8 and others as stored; fp8
+// also quantizes a wider checkpoint's linear layers at load (128 x 128 blocks); none dequantizes FP8 ones.
+enum class Quantization : uint8_t { Auto, Fp8, None };
+Quantization parse_quantization(const std::string& s);
+// Whether a group loading `src` with `q` holds FP8 weights.
+bool holds_fp8(Quantization q, const WeightSource& src);
+
 ModelWeights load_model_weights(Backend& be, const WeightSource& src, const ModelConfig& cfg,
-                                const ParallelSplit& split, Layout layout);
-// The attention projections (Q-B, KV-B, O) of one layer for a head range, from the source.
-void load_attention_projections(Backend& be, const WeightSource& src, const ModelConfig& cfg, int layer,
-                                HeadRange heads, AttentionWeights& out);
+                                const ParallelSplit& split, Layout layout, bool fp8_weights = false);
+// Every weight's bytes on this rank by dtype, as the start-up log states them.
+std::string describe_held_weights(const ModelWeights& w);
 
 }  // namespace splash

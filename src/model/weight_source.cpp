@@ -1,6 +1,7 @@
 #include "model/weight_source.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "model/checkpoint.h"
@@ -24,21 +25,19 @@ Tensor host_f32(std::span<const int64_t> shape) {
 
 class CheckpointWeights : public WeightSource {
  public:
-  explicit CheckpointWeights(const std::string& dir) : ckpt_(Checkpoint::open(dir)) {}
+  explicit CheckpointWeights(const std::string& dir) : ckpt_(Checkpoint::open(dir)) {
+    for (const std::string& n : ckpt_->names()) fp8_ = fp8_ || ckpt_->get(n).dtype == DType::F8E4M3;
+  }
 
   std::string describe() const override { return ckpt_->dir(); }
   bool has(const std::string& name) const override { return ckpt_->has(name); }
+  bool stores_fp8() const override { return fp8_; }
 
   Tensor load_f32(const std::string& name, std::span<const int64_t> shape) const override {
-    const TensorInfo& info = ckpt_->get(name);
-    if (info.shape != std::vector<int64_t>(shape.begin(), shape.end()))
-      fail("{}: tensor '{}' has shape {}, the config implies {}", info.file, name,
-           shape_str(info.shape), shape_str(shape));
+    const TensorInfo& info = get(name, shape);
     Tensor out = host_f32(shape);
     if (info.dtype == DType::F8E4M3) {
-      const std::string scale_name = name + "_scale_inv";
-      if (!ckpt_->has(scale_name)) fail("{}: FP8 tensor '{}' has no '{}'", info.file, name, scale_name);
-      dequantize_fp8_block(info, ckpt_->get(scale_name), out.ptr<float>());
+      dequantize_fp8_block(info, scales_of(info), out.ptr<float>());
     } else if (info.dtype == DType::F32 || info.dtype == DType::BF16 || info.dtype == DType::F16) {
       convert_to_f32(info.dtype, info.data, out.ptr<float>(), static_cast<size_t>(out.numel()));
     } else {
@@ -47,8 +46,34 @@ class CheckpointWeights : public WeightSource {
     return out;
   }
 
+  std::optional<Fp8HostWeight> load_fp8(const std::string& name, std::span<const int64_t> shape) const override {
+    const TensorInfo& info = get(name, shape);
+    if (info.dtype != DType::F8E4M3) return std::nullopt;
+    const TensorInfo& s = scales_of(info);
+    check_fp8_block_pair(info, s);
+    Fp8HostWeight w{cpu_tensor(DType::F8E4M3, {info.shape[0], info.shape[1]}),
+                    cpu_tensor(DType::F32, {s.shape[0], s.shape[1]})};
+    std::memcpy(w.codes.data(), info.data, info.nbytes);
+    convert_to_f32(s.dtype, s.data, w.scales.ptr<float>(), static_cast<size_t>(s.numel()));
+    return w;
+  }
+
  private:
+  const TensorInfo& get(const std::string& name, std::span<const int64_t> shape) const {
+    const TensorInfo& info = ckpt_->get(name);
+    if (info.shape != std::vector<int64_t>(shape.begin(), shape.end()))
+      fail("{}: tensor '{}' has shape {}, the config implies {}", info.file, name,
+           shape_str(info.shape), shape_str(shape));
+    return info;
+  }
+  const TensorInfo& scales_of(const TensorInfo& info) const {
+    const std::string scale_name = info.name + "_scale_inv";
+    if (!ckpt_->has(scale_name)) fail("{}: FP8 tensor '{}' has no '{}'", info.file, info.name, scale_name);
+    return ckpt_->get(scale_name);
+  }
+
   std::unique_ptr<Checkpoint> ckpt_;
+  bool fp8_ = false;
 };
 
 uint64_t fnv1a(const std::string& s) {

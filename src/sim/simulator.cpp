@@ -29,7 +29,9 @@ SimResult simulate(const SimOptions& opt, const std::vector<TraceRequest>& trace
   const int T = opt.ranks;
   if (opt.kv_pages < cfg.num_hidden_layers) fail("the simulated pool of {} pages per rank holds less than a page per layer", opt.kv_pages);
   KvCacheManager kv(T, cfg.num_hidden_layers, opt.page_size, opt.kv_pages);
-  kv.set_replica_pages(replica_pages_per_layer(cfg, opt.page_size, opt.profile.weight_elem_bytes, opt.profile.kv_elem_bytes));
+  kv.set_replica_pages(replica_pages_per_layer(cfg, opt.page_size,
+                                               projection_replica_layout(cfg, {}, opt.profile.weight_elem_bytes).bytes,
+                                               opt.profile.weight_elem_bytes, opt.profile.kv_elem_bytes));
   // Projections load sharded where the heads split; a replicated start is entered as the engine does.
   const Layout loaded = layout_split_error(cfg, Layout::TP, T).empty() ? Layout::TP : opt.layout;
   if (loaded != opt.layout) {

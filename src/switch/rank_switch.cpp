@@ -35,28 +35,12 @@ void RankSwitch::switch_weights(int layer, Stream s) {
   const ModelConfig& c = env_.cfg;
   const Primitive wp = weight_primitive(sched_.from, sched_.to, env_.ranks());
   if (wp == Primitive::Keep) return;
-  Backend& be = env_.be;
   AttentionWeights& a = weights_.layers[layer].attn;
-  const int64_t H = c.num_attention_heads, dqk = c.qk_head_dim(), dkv = c.qk_nope_head_dim + c.v_head_dim;
-  const int64_t dv = c.v_head_dim;
-  const HeadRange to = projection_heads(sched_.to, env_.rank(), env_.ranks(), static_cast<int>(H));
-  if (wp == Primitive::AllGather) {
-    in_flight_[layer] = gather_projection_replica(env_, a, sched_.replica_runs[env_.rank()][layer], s);
-  } else {
-    // Discard: keep this rank's head rows in a shard of its own; the replica's pages are freed. The
-    // shards come from the compute stream's arena: the transfer stream copies after that.
-    Tensor qb = be.empty(a.q_b.w.dtype(), {to.count() * dqk, a.q_b.w.size(1)});
-    Tensor kvb = be.empty(a.kv_b.w.dtype(), {to.count() * dkv, a.kv_b.w.size(1)});
-    Tensor ot = be.empty(a.o.w.dtype(), {to.count() * dv, a.o.w.size(1)});
-    be.wait(s, be.record(be.compute_stream()));
-    be.copy(qb, a.q_b.w.slice(0, to.begin * dqk, to.end * dqk), s);
-    be.copy(kvb, a.kv_b.w.slice(0, to.begin * dkv, to.end * dkv), s);
-    be.copy(ot, a.o.w.slice(0, to.begin * dv, to.end * dv), s);
-    in_flight_[layer] = {a.q_b.w, a.kv_b.w, a.o.w};
-    a.q_b = Weight{qb};
-    a.kv_b = Weight{kvb};
-    a.o = Weight{ot, {}, true};
-  }
+  const HeadRange to = projection_heads(sched_.to, env_.rank(), env_.ranks(), c.num_attention_heads);
+  // Discard keeps this rank's heads in shards of their own; the replica's pages are freed.
+  in_flight_[layer] = wp == Primitive::AllGather
+                          ? gather_projection_replica(env_, a, sched_.replica_runs[env_.rank()][layer], s)
+                          : cut_projection_shards(env_, a, to, s);
   a.heads = to;
 }
 

@@ -30,9 +30,9 @@ int64_t StateMove::recv_max() const {
   return m;
 }
 
-int64_t projection_bytes_per_head(const ModelConfig& c, int64_t b) {
-  return (c.qk_head_dim() * c.q_lora_rank.value_or(c.hidden_size) + (c.qk_nope_head_dim + c.v_head_dim) * c.kv_lora_rank +
-          c.v_head_dim * c.hidden_size) * b;
+int64_t projection_bytes_per_head(const ModelConfig& c, int64_t b, const Fp8Projections& fp8) {
+  return c.qk_head_dim() * c.q_lora_rank.value_or(c.hidden_size) * (fp8.q_b ? 1 : b) +
+         (c.qk_nope_head_dim + c.v_head_dim) * c.kv_lora_rank * b + c.v_head_dim * c.hidden_size * (fp8.o ? 1 : b);
 }
 
 Primitive weight_primitive(Layout from, Layout to, int T) {
@@ -57,7 +57,7 @@ Primitive kv_primitive(Layout from, Layout to, int T) {
 }
 
 SwitchManifest make_switch_manifest(const ModelConfig& c, Layout from, Layout to, int T,
-                                    std::span<const LiveRequest> live, int64_t wb, int64_t kb) {
+                                    std::span<const LiveRequest> live, int64_t wb, int64_t kb, const Fp8Projections& fp8) {
   SwitchManifest m;
   m.from = from;
   m.to = to;
@@ -65,7 +65,7 @@ SwitchManifest make_switch_manifest(const ModelConfig& c, Layout from, Layout to
   LayerManifest layer;
   layer.weights.primitive = weight_primitive(from, to, T);
   layer.weights.ranks.resize(static_cast<size_t>(T));
-  const int64_t head_bytes = projection_bytes_per_head(c, wb);
+  const int64_t head_bytes = projection_bytes_per_head(c, wb, fp8);
   for (int r = 0; r < T; ++r) {
     const HeadRange a = projection_heads(from, r, T, c.num_attention_heads), b = projection_heads(to, r, T, c.num_attention_heads);
     RankBytes& rb = layer.weights.ranks[r];

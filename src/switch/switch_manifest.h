@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "layout/weight_bytes.h"
 #include "switch/kv_moves.h"
 
 namespace splash {
@@ -42,10 +43,11 @@ struct SwitchManifest {
 Primitive weight_primitive(Layout from, Layout to, int ranks);
 Primitive kv_primitive(Layout from, Layout to, int ranks);
 
-// Bytes per head of Q-B (or q_proj), KV-B and O together.
-int64_t projection_bytes_per_head(const ModelConfig& cfg, int64_t elem_bytes);
+// Bytes per head of Q-B (or q_proj), KV-B and O together; FP8 ones (layout/weight_bytes.h) at one byte.
+int64_t projection_bytes_per_head(const ModelConfig& cfg, int64_t elem_bytes, const Fp8Projections& fp8 = {});
 
 SwitchManifest make_switch_manifest(const ModelConfig& cfg, Layout from, Layout to, int ranks,
-                                    std::span<const LiveRequest> live, int64_t weight_elem_bytes, int64_t kv_elem_bytes);
+                                    std::span<const LiveRequest> live, int64_t weight_elem_bytes, int64_t kv_elem_bytes,
+                                    const Fp8Projections& fp8 = {});
 
 }  // namespace splash

@@ -72,7 +72,7 @@ EngineOptions options(bool graphs) {
 Steps generate(const std::vector<Ask>& asks, EngineOptions o) {
   Engine e(open_model("builtin:tiny"), o);
   Steps run;
-  run.reserve = graph_reserve_bytes(e.config(), e.options().group);
+  run.reserve = graph_reserve_bytes(e.config(), e.options().group, e.group().fp8_weights());
   Recorder rec;
   rec.run = &run;
   e.set_step_observer(&rec);

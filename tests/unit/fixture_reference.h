@@ -9,6 +9,12 @@ namespace splash::test {
 
 inline const std::string kFixture = std::string(SPLASH_FIXTURES_DIR) + "/tiny-mla-a";
 
+// The fixture checkpoint itself, opened once.
+inline const ModelSource& fixture_model() {
+  static const ModelSource src = open_model(kFixture);
+  return src;
+}
+
 inline const ReferenceSet& reference() {
   static const ReferenceSet ref = load_reference(kFixture + "/reference.safetensors");
   return ref;

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/memory_plan.h"
+#include "layout/weight_bytes.h"
 #include "model/model_source.h"
 #include "switch/switch_manifest.h"
 
@@ -285,13 +286,13 @@ TEST(KvCacheDtype, EnginePoolsAndSizingFollowTheFlag) {
 
 TEST(KvCacheDtype, ReplicaRunsFitInFp8Pages) {
   const ModelConfig cfg = open_model("builtin:tiny", "dummy").config;
-  const int64_t bytes = projection_bytes(cfg, 4).total();
+  const int64_t bytes = projection_replica_layout(cfg, {}, 4).bytes;
   // FP8 pages hold weights in their code bytes only: twice the pages of BF16 for the same run.
-  EXPECT_EQ(replica_pages_per_layer(cfg, 16, 4, 1), (bytes + 16 * cfg.latent_dim() - 1) / (16 * cfg.latent_dim()));
+  EXPECT_EQ(replica_pages_per_layer(cfg, 16, bytes, 4, 1), (bytes + 16 * cfg.latent_dim() - 1) / (16 * cfg.latent_dim()));
   // Pages of an odd byte count: room to align the run's start to a weight element.
   const int64_t odd = 7 * cfg.latent_dim();
   if (odd % 4 != 0) {
-    EXPECT_EQ(replica_pages_per_layer(cfg, 7, 4, 1), (bytes + 3 + odd - 1) / odd);
+    EXPECT_EQ(replica_pages_per_layer(cfg, 7, bytes, 4, 1), (bytes + 3 + odd - 1) / odd);
   }
 }
 

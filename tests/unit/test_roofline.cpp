@@ -67,6 +67,20 @@ TEST(Roofline, DeepSeekV2LiteDecodeStep) {
   expect_rel(c.flops, 64 * (2 * active_params + L * 2 * H * (C + dr + C) * 1025));
 }
 
+TEST(Roofline, Fp8WeightsAreReadAtOneByte) {
+  // One decode row: every weight it reads but KV-B, lm_head, the router and norms is FP8 (6 routed and 2
+  // shared experts per MoE layer); FLOPs and KV bytes do not change.
+  const ModelConfig cfg = builtin("deepseek-v2-lite");
+  const SeqShape seq{1024, 1, true};
+  CostSetup fp8;
+  fp8.fp8_weights = true;
+  const StepCost wide = step_cost(cfg, CostSetup{}, {&seq, 1}), f = step_cost(cfg, fp8, {&seq, 1});
+  const double fp8_read = L * (H * (dn + dr) * d + (C + dr) * d + d * H * dv) + dense_mlp + 26 * (6 + 2) * expert;
+  expect_rel(f.weight_bytes, wide.weight_bytes - fp8_read);
+  expect_rel(f.flops, wide.flops);
+  expect_rel(f.kv_bytes, wide.kv_bytes);
+}
+
 TEST(Roofline, PrefillChunkAfterCachedTokensReexpandsThemUnlessAbsorbed) {
   const ModelConfig cfg = builtin("deepseek-v2-lite");
   const SeqShape chunk{512, 512, false};  // second chunk of a 1024-token prompt: no logits yet

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace splash {
@@ -46,18 +47,46 @@ void gemm_rows(float* out, int64_t out_stride, const float* x, int64_t x_stride,
   }
 }
 
+// out (+)= x W^T with W FP8 [N, K] in 128 x 128 blocks: what the CUDA backend computes, up to the order
+// of f32 accumulation. The activations go through the same 1 x 128 quantization (core/fp8.h) and are
+// multiplied, dequantized, with the dequantized weights.
+void fp8_linear(const Tensor& out, const Tensor& x, const Weight& w, bool accumulate) {
+  const int64_t M = x.size(0), K = x.size(1), N = out.size(1), Kb = fp8_blocks(K);
+  const Tensor& s = w.scale_inv;
+  SPLASH_CHECK(w.w.dtype() == DType::F8E4M3 && !w.transposed && w.w.stride(1) == 1 && s.dtype() == DType::F32 &&
+                   s.ndim() == 2 && s.size(0) == fp8_blocks(N) && s.size(1) == Kb && s.stride(1) == 1,
+               "FP8 linear: weight {} {} with scales {} {}", w.w.shape_str(), dtype_name(w.w.dtype()), s.shape_str(),
+               dtype_name(s.dtype()));
+  const float* f8 = fp8_decode_table();
+  std::vector<uint8_t> q(static_cast<size_t>(M * K));
+  std::vector<float> xs(static_cast<size_t>(M * Kb)), xd(static_cast<size_t>(M * K)), wd(static_cast<size_t>(K));
+  quantize_fp8_rows(x.ptr<float>(), x.stride(0), M, K, q.data(), K, xs.data());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xd[m * K + k] = f8[q[m * K + k]] * xs[m * Kb + k / kFp8Block];
+  for (int64_t n = 0; n < N; ++n) {
+    const uint8_t* wr = w.w.ptr<uint8_t>() + n * w.w.stride(0);
+    const float* sr = s.ptr<float>() + (n / kFp8Block) * s.stride(0);
+    for (int64_t k = 0; k < K; ++k) wd[k] = f8[wr[k]] * sr[k / kFp8Block];
+    for (int64_t m = 0; m < M; ++m) {
+      const float v = cpu::dot(xd.data() + m * K, wd.data(), K);
+      float& o = cpu::row(out, m)[n];
+      o = accumulate ? o + v : v;
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate) {
   cpu::require_rows(out, "linear out");
   cpu::require_rows(x, "linear x");
   cpu::require_f32(out, "linear out");
-  SPLASH_CHECK(!w.scale_inv.defined(), "the CPU backend takes dequantised weights");
   const int64_t M = x.size(0), K = x.size(1), N = out.size(1);
   SPLASH_CHECK(w.in_features() == K && w.out_features() == N && out.size(0) == M,
                "linear: x {} out {} weight {}{}", x.shape_str(), out.shape_str(), w.w.shape_str(),
                w.transposed ? " (transposed)" : "");
   if (M == 0) return;
+  if (w.scale_inv.defined()) return fp8_linear(out, x, w, accumulate);
   gemm_rows(out.ptr<float>(), out.stride(0), x.ptr<float>(), x.stride(0), M, N, K, w.w.data(), w.w.dtype(),
             w.w.stride(0), !w.transposed, accumulate);
 }

@@ -21,6 +21,11 @@ std::vector<int> top_indices(const std::vector<float>& v, int k) {
   return idx;
 }
 
+// Expert e of stacked [E, out, in] weights (and its scales when FP8).
+Weight expert(const Weight& w, int64_t e) {
+  return Weight{w.w.select(0, e), w.scale_inv.defined() ? w.scale_inv.select(0, e) : Tensor(), false};
+}
+
 }  // namespace
 
 namespace cpu {
@@ -99,9 +104,9 @@ void CpuBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_
            y = empty(DType::F32, {M, d});
     Tensor row_ids(rows.data(), DType::I32, {M});
     gather_rows(xs, x, row_ids);
-    linear(gu, xs, Weight{gate_up.w.select(0, e), {}, false});
+    linear(gu, xs, expert(gate_up, e));
     silu_mul(h, gu);
-    linear(y, h, Weight{down.w.select(0, e), {}, false});
+    linear(y, h, expert(down, e));
     for (int64_t i = 0; i < M; ++i) {
       float* o = cpu::row(out, rows[i]);
       const float* yi = cpu::row(y, i);

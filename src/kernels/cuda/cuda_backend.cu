@@ -87,6 +87,21 @@ size_t cuda_bytes_in_use(const Backend& be) {
   return cb ? cb->bytes_in_use() : 0;
 }
 
+namespace {
+cuda::CudaBackend& cuda_backend(const Backend& be) {
+  auto* cb = dynamic_cast<const cuda::CudaBackend*>(&be);
+  if (!cb) fail("not the CUDA backend itself (SPLASH_PROFILE_OPS wraps it)");
+  return const_cast<cuda::CudaBackend&>(*cb);
+}
+}  // namespace
+
+Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be) {
+  const cuda::Fp8GemmCounts& c = cuda_backend(be).fp8_gemm_counts();
+  return {c.cublaslt, c.fallback};
+}
+
+void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x) { cuda_backend(be).quantize_fp8_rows(q, scales, x); }
+
 int64_t cuda::CudaBackend::total_memory_bytes() const {
   SPLASH_CUDA_CHECK(cudaSetDevice(ctx_->device));
   size_t free_bytes = 0, total_bytes = 0;

@@ -9,6 +9,8 @@
 
 #include "core/backend.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/fp8_gemm.cuh"
+#include "kernels/cuda/fp8_quant.cuh"
 
 namespace splash::cuda {
 
@@ -94,6 +96,9 @@ class CudaBackend final : public Backend {
   cudaStream_t compute() const { return ctx_->compute; }
 
   size_t bytes_in_use() const { return ctx_->bytes_in_use.load(); }
+  const Fp8GemmCounts& fp8_gemm_counts() const { return fp8_counts_; }
+  // x [M, K] -> q [M, K] E4M3 and scales [fp8_blocks(K), M], as linear() quantizes FP8 GEMM inputs.
+  void quantize_fp8_rows(Tensor q, Tensor scales, Tensor x);
 
  private:
   cudaStream_t stream_of(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : ctx_->compute; }
@@ -110,6 +115,12 @@ class CudaBackend final : public Backend {
   Tensor contiguous_as(const Tensor& t, DType dt);
   // out (+)= x @ w^T (w_nk) or x @ w over `batch` strided problems; see cuda_gemm.cu.
   void gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate);
+  // linear() with an FP8 weight: its input quantized, then a block-scaled FP8 GEMM (fp8_gemm.cu).
+  void linear_fp8(const Tensor& out, const Tensor& x, const Weight& w, bool accumulate);
+  // FP8 experts (cuda_moe.cu): res rows of expert e = its rows of `in`, quantized, times W_e^T, one GEMM per
+  // expert with rows; `groups` gives the experts' row ranges on the device, `starts` the same on the host.
+  void fp8_expert_gemms(const Weight& w, const Tensor& in, const Tensor& res, const Fp8RowGroups& groups,
+                        const std::vector<int64_t>& starts);
 
   std::shared_ptr<DeviceContext> ctx_;
   std::shared_ptr<GraphArena> arena_;  // while warming up or capturing a graph
@@ -117,6 +128,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> pinned_buffer(size_t bytes);  // nullptr: none free (use pageable memory)
   std::vector<std::pair<size_t, std::shared_ptr<void>>> pinned_;
   std::unique_ptr<Blas> blas_;
+  Fp8GemmCounts fp8_counts_;
   // Event handles are plain values with no release call in the interface, so record() cycles through
   // a fixed ring: a handle stays valid for the next kEvents records.
   static constexpr size_t kEvents = 1024;

@@ -16,4 +16,14 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const std::vector<int>& p
 // Bytes the backend's arena has handed out and not yet freed (0 for a non-CUDA backend).
 size_t cuda_bytes_in_use(const Backend& be);
 
+// FP8 block-scaled GEMMs the CUDA backend `be` ran through cuBLASLt and through its fallback kernel
+// (shapes cuBLASLt has no kernel for). Fails for any other backend.
+struct Fp8GemmPaths {
+  int64_t cublaslt = 0, fallback = 0;
+};
+Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be);
+// What linear() does to the input of an FP8 GEMM, alone (tests): x [M, K] -> q [M, K] E4M3 and scales F32
+// [fp8_blocks(K) * M], block-major ([block][row]).
+void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x);
+
 }  // namespace splash

@@ -9,9 +9,15 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "core/dtype.h"
+
 namespace splash::cuda {
 
-// D[i] (m x n, ldd) = op(A[i]) op(B[i]) (+ D[i] when accumulate), i < batch, f32 accumulation.
+// A float dtype as cuBLAS names it (FP8 GEMMs name E4M3 themselves: they need scales).
+cudaDataType_t cuda_type(DType t);
+
+// D[i] (m x n, ldd) = op(A[i]) op(B[i]) (+ D[i] when accumulate), i < batch, f32 accumulation. FP8
+// operands carry block scales: a_scale and b_scale in cuBLASLt's layouts for the scale modes given.
 struct GemmProblem {
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
   int64_t m = 0, n = 0, k = 0;
@@ -24,6 +30,9 @@ struct GemmProblem {
   int64_t ldd = 0, stride_d = 0;
   int64_t batch = 1;
   bool accumulate = false;
+  int32_t a_scale_mode = -1, b_scale_mode = -1;  // cublasLtMatmulMatrixScale_t; -1: unscaled
+  const void* a_scale = nullptr;
+  const void* b_scale = nullptr;
 };
 
 class Blas {
@@ -34,6 +43,8 @@ class Blas {
   Blas& operator=(const Blas&) = delete;
 
   void run(const GemmProblem& p, cudaStream_t st);
+  // As run, but false (nothing computed) where cuBLASLt has no kernel for the problem.
+  bool try_run(const GemmProblem& p, cudaStream_t st);
   // The cuBLAS (not Lt) handle bound to stream st, with the shared workspace: for grouped GEMMs.
   cublasHandle_t cublas(cudaStream_t st);
 
@@ -44,12 +55,13 @@ class Blas {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    bool usable = false;  // cuBLASLt found a kernel (refusals are cached too)
   };
-  using Key = std::array<int64_t, 19>;
+  using Key = std::array<int64_t, 21>;
   struct KeyHash {
     size_t operator()(const Key& k) const;
   };
-  const Plan& plan_for(const GemmProblem& p);
+  Plan& plan_for(const GemmProblem& p);
 
   cublasLtHandle_t lt_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

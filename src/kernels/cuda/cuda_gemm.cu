@@ -16,16 +16,7 @@ int64_t alignment(const void* p, int64_t stride_bytes) {
   return v & -v;
 }
 
-size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F16: return CUDA_R_16F;
-    default: fail("GEMM: dtype {} is not supported on CUDA", dtype_name(t));
-  }
-}
+size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_8F_E4M3 ? 1 : 2; }
 
 // Row stride of the rows of a [batch, rows, cols] view, as cuBLAS's leading dimension.
 int64_t leading_dim(const Tensor& t, const char* what) {
@@ -62,6 +53,15 @@ constexpr int64_t kFewRowsF32 = 64;
 
 }  // namespace
 
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: fail("GEMM: dtype {} is not supported on CUDA", dtype_name(t));
+  }
+}
+
 size_t Blas::KeyHash::operator()(const Key& k) const {
   size_t h = 1469598103934665603ull;
   for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
@@ -94,12 +94,13 @@ cublasHandle_t Blas::cublas(cudaStream_t st) {
   return cublas_;
 }
 
-const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
+Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   const int64_t es_ab = static_cast<int64_t>(type_size(p.ab_type)), es_d = static_cast<int64_t>(type_size(p.d_type));
   const int64_t al_a = alignment(p.a, p.stride_a * es_ab), al_b = alignment(p.b, p.stride_b * es_ab),
                 al_d = alignment(p.d, p.stride_d * es_d);
-  const Key key{p.ta, p.tb, p.m, p.n, p.k, p.ab_type, p.d_type, p.lda, p.stride_a, p.ldb, p.stride_b, p.ldd,
-                p.stride_d, p.batch, p.accumulate, al_a, al_b, al_d, 0};
+  const Key key{p.ta,     p.tb,          p.m,           p.n,        p.k,       p.ab_type,    p.d_type,
+                p.lda,    p.stride_a,    p.ldb,         p.stride_b, p.ldd,     p.stride_d,   p.batch,
+                p.accumulate, al_a,      al_b,          al_d,       p.a_scale_mode, p.b_scale_mode, 0};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
 
@@ -108,9 +109,16 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   SPLASH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F));
   SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &p.ta, sizeof(p.ta)));
   SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &p.tb, sizeof(p.tb)));
+  if (p.a_scale_mode >= 0)
+    SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &p.a_scale_mode,
+                                                       sizeof(p.a_scale_mode)));
+  if (p.b_scale_mode >= 0)
+    SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &p.b_scale_mode,
+                                                       sizeof(p.b_scale_mode)));
   const bool ta = p.ta != CUBLAS_OP_N, tb = p.tb != CUBLAS_OP_N;
   SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lda));
   SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, p.ab_type, tb ? p.n : p.k, tb ? p.k : p.n, p.ldb));
+  // C (read when accumulating) is D: the same type, as FP8 GEMMs with a bf16 output also require.
   SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, p.d_type, p.m, p.n, p.ldd));
   if (p.batch > 1) {
     set_layout_batch(plan.a, static_cast<int32_t>(p.batch), p.stride_a);
@@ -135,23 +143,36 @@ const Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt_, plan.op, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
-    cublasLtMatmulDescDestroy(plan.op);
-    fail("cuBLASLt has no algorithm for GEMM m={} n={} k={} lda={} ldb={} ldd={} batch={} ({})", p.m, p.n, p.k, p.lda,
-         p.ldb, p.ldd, p.batch, cublasGetStatusString(st));
-  }
+  plan.usable = st == CUBLAS_STATUS_SUCCESS && found > 0;
   plan.algo = result.algo;
   return plans_.emplace(key, plan).first->second;
 }
 
-void Blas::run(const GemmProblem& p, cudaStream_t st) {
-  const Plan& plan = plan_for(p);
+bool Blas::try_run(const GemmProblem& p, cudaStream_t st) {
+  Plan& plan = plan_for(p);
+  if (!plan.usable) return false;
+  if (p.a_scale)
+    SPLASH_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.a_scale, sizeof(p.a_scale)));
+  if (p.b_scale)
+    SPLASH_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.b_scale, sizeof(p.b_scale)));
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
-  SPLASH_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.d, plan.d, p.d, plan.d,
-                                     &plan.algo, workspace_, workspace_bytes_, st));
+  const cublasStatus_t status = cublasLtMatmul(lt_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.d, plan.d,
+                                               p.d, plan.d, &plan.algo, workspace_, workspace_bytes_, st);
+  // A kernel the heuristic offered may still refuse the call's arguments (it then computed nothing).
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+    plan.usable = false;
+    return false;
+  }
+  SPLASH_CUBLAS_CHECK(status);
+  return true;
+}
+
+void Blas::run(const GemmProblem& p, cudaStream_t st) {
+  if (!try_run(p, st))
+    fail("cuBLASLt has no algorithm for GEMM m={} n={} k={} lda={} ldb={} ldd={} batch={}", p.m, p.n, p.k, p.lda, p.ldb,
+         p.ldd, p.batch);
 }
 
 void CudaBackend::gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate) {
@@ -194,7 +215,7 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool
 void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate) {
   SPLASH_CHECK(out.ndim() == 2 && x.ndim() == 2, "linear takes 2-D x and out, got {} and {}", x.shape_str(),
                out.shape_str());
-  SPLASH_CHECK(!w.scale_inv.defined(), "the CUDA backend takes dequantised weights (weight_dtype() is BF16)");
+  if (w.scale_inv.defined()) return linear_fp8(out, x, w, accumulate);
   const int64_t M = x.size(0), K = x.size(1), N = out.size(1);
   SPLASH_CHECK(w.in_features() == K && w.out_features() == N && out.size(0) == M, "linear: x {} out {} weight {}{}",
                x.shape_str(), out.shape_str(), w.w.shape_str(), w.transposed ? " (transposed)" : "");

@@ -3,18 +3,24 @@
 // radix sort; the experts run as batched GEMVs over the busy experts (a few rows each), a padded
 // strided-batched GEMM (decode-sized batches), or one grouped cuBLAS call (or one cuBLASLt GEMM per
 // busy expert when experts have many rows); the weighted results are added back per row in expert
-// order, the reference's order of accumulation. Never one GEMM per token.
+// order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128
+// block scales) take the same paths: GEMVs reading the busy experts' codes, and otherwise one
+// block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on the padded or the read-back layout, each expert's
+// rows quantized as linear() quantizes its input.
 #include "kernels/cuda/cuda_check.cuh"
 #include <cub/device/device_radix_sort.cuh>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_blas.cuh"
+#include "core/fp8.h"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/fp8_quant.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 
 namespace splash::cuda {
@@ -233,25 +239,16 @@ __global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const
   }
 }
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F16: return CUDA_R_16F;
-    default: fail("MoE: dtype {} is not supported on CUDA", dtype_name(t));
-  }
-}
-
-// How moe_experts runs N rows of x through experts gate_up [E, 2I, d] and down [E, d, I]: the GEMV
-// kernels, the padded batched GEMM, or GEMMs sized by the expert counts read back to the host.
+// How moe_experts runs N rows of x through experts gate_up [E, 2I, d] and down [E, d, I] (FP8 ones with
+// their block scales): the GEMV kernels, the padded batched GEMM, or GEMMs sized by the expert counts
+// read back to the host.
 enum class MoePath { Gemv, Padded, CountsReadBack };
-MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw) {
-  const int64_t N = x.size(0), E = gw.size(0);
-  if (N <= kGemvRowsMax && moe_gemv_fits(x, gw, dw)) return MoePath::Gemv;
+MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw, bool fp8) {
+  const int64_t N = x.size(0), E = gw.size(0), d = x.size(1), I = gw.size(1) / 2;
+  if (N <= kGemvRowsMax && (fp8 ? moe_gemv_fp8_fits(d, I) : moe_gemv_fits(x, gw, dw))) return MoePath::Gemv;
   if (E * N <= kPaddedRowsMax) return MoePath::Padded;
   return MoePath::CountsReadBack;
 }
-
 // One expert's GEMM in a grouped call: D (m x n) = A^T B in column-major terms.
 struct ExpertGemm {
   const void* a;
@@ -289,13 +286,19 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   const Tensor& dw = down.w;
   const int E = static_cast<int>(gw.size(0));
   const int64_t I2 = gw.size(1), I = I2 / 2;
-  SPLASH_CHECK(!gate_up.scale_inv.defined() && !down.scale_inv.defined() && !gate_up.transposed && !down.transposed,
-               "moe_experts takes dequantised [E, out, in] weights");
+  const bool fp8 = gate_up.scale_inv.defined();
+  const DType w_dtype = fp8 ? DType::F8E4M3 : x.dtype();
+  SPLASH_CHECK(!gate_up.transposed && !down.transposed && down.scale_inv.defined() == fp8,
+               "moe_experts takes [E, out, in] weights, both FP8 with scales or neither");
+  SPLASH_CHECK(!fp8 || (gate_up.scale_inv.ndim() == 3 && gate_up.scale_inv.size(1) == fp8_blocks(gw.size(1)) &&
+                        gate_up.scale_inv.size(2) == fp8_blocks(d) && down.scale_inv.ndim() == 3 &&
+                        down.scale_inv.size(1) == fp8_blocks(d) && down.scale_inv.size(2) == fp8_blocks(dw.size(2))),
+               "moe FP8 scales gate_up {} down {}", gate_up.scale_inv.shape_str(), down.scale_inv.shape_str());
   SPLASH_CHECK(gw.ndim() == 3 && dw.ndim() == 3 && gw.size(2) == d && dw.size(0) == E && dw.size(1) == d &&
                    dw.size(2) == I && gw.stride(2) == 1 && dw.stride(2) == 1,
                "moe weights gate_up {} down {} for x {}", gw.shape_str(), dw.shape_str(), x.shape_str());
   SPLASH_CHECK(x.ndim() == 2 && x.stride(1) == 1 && out.ndim() == 2 && out.stride(1) == 1 && out.size(0) == N &&
-                   out.size(1) == d && out.dtype() == x.dtype() && gw.dtype() == x.dtype() && dw.dtype() == x.dtype(),
+                   out.size(1) == d && out.dtype() == x.dtype() && gw.dtype() == w_dtype && dw.dtype() == w_dtype,
                "moe_experts: out {} x {} ({} and {})", out.shape_str(), x.shape_str(), dtype_name(x.dtype()),
                dtype_name(gw.dtype()));
   SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_w.dtype() == DType::F32 && topk_ids.is_contiguous() &&
@@ -345,10 +348,19 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     SPLASH_CUDA_LAUNCHED();
   };
 
-  const MoePath path = moe_path(x, gw, dw);
+  const MoePath path = moe_path(x, gw, dw, fp8);
   if (path == MoePath::Gemv) {
     Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
-    moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
+    if (fp8) {
+      const int64_t x_ld = fp8_codes_ld(d), h_ld = fp8_codes_ld(I);
+      Tensor xq = empty(DType::F8E4M3, {N, x_ld}), xs = empty(DType::F32, {fp8_blocks(d) * N});
+      Tensor hq = empty(DType::F8E4M3, {entries, h_ld}), hs = empty(DType::F32, {fp8_blocks(I) * entries});
+      quantize_rows_fp8(x, xq.ptr<uint8_t>(), x_ld, xs.ptr<float>(), {N}, st);
+      moe_experts_gemv_fp8(y, h, {xq.ptr<uint8_t>(), x_ld, xs.ptr<float>()}, N, gate_up, down, hq.ptr<uint8_t>(), h_ld,
+                           hs.ptr<float>(), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
+    } else {
+      moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
+    }
     combine(y, pos_of);
     return;
   }
@@ -368,8 +380,13 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
                                                                topk_ids.ptr<int32_t>(), offsets.ptr<int32_t>(),
                                                                entries, expert_begin, N);
     SPLASH_CUDA_LAUNCHED();
-    // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection.
-    auto batched = [&](const Tensor& w, const Tensor& in, const Tensor& res) {
+    // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection (FP8:
+    // one block-scaled GEMM per expert, whose scale pointers cuBLASLt takes one call at a time).
+    std::vector<int64_t> starts;
+    for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * N);
+    auto batched = [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+      if (fp8) return fp8_expert_gemms(weight, in, res, {N}, starts);
+      const Tensor& w = weight.w;
       const int m = static_cast<int>(w.size(1)), kk = static_cast<int>(w.size(2));
       const float alpha = 1.0f, beta = 0.0f;
       SPLASH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
@@ -377,9 +394,9 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
           static_cast<int>(w.stride(1)), w.stride(0), in.data(), type, kk, N * kk, &beta, res.data(), type, m, N * m, E,
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
-    batched(gw, xs, gu);
+    batched(gate_up, xs, gu);
     silu_mul(h, gu);
-    batched(dw, h, y);
+    batched(down, h, y);
     combine(y, padded_pos);
     return;
   }
@@ -397,7 +414,10 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   gather_rows(xs, x, row_of.slice(0, 0, local));
 
   // gu_e = xs_e gate_up_e^T and y_e = h_e down_e^T: column-major D (out x rows) = W^T-op(W) X.
-  auto expert_gemms = [&](const Tensor& w, const Tensor& in, const Tensor& res) {
+  const std::vector<int64_t> starts(off.begin(), off.end());
+  auto expert_gemms = [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+    if (fp8) return fp8_expert_gemms(weight, in, res, {0, offsets.ptr<int32_t>(), E}, starts);
+    const Tensor& w = weight.w;
     const int64_t m = w.size(1), kk = w.size(2), lda = w.stride(1), ldb = in.size(1), ldd = res.size(1);
     std::vector<ExpertGemm> gemms;
     for (int e = 0; e < E; ++e) {
@@ -450,16 +470,35 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
         dp + G, type, ldbs.data(), beta.data(), const_cast<void* const*>(dp + 2 * G), type, ldds.data(), G,
         sizes.data(), CUBLAS_COMPUTE_32F));
   };
-  expert_gemms(gw, xs, gu);
+  expert_gemms(gate_up, xs, gu);
   silu_mul(h, gu);
-  expert_gemms(dw, h, y);
+  expert_gemms(down, h, y);
   combine(y, pos_of);
 }
 
-// x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data.
+// x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data. FP8
+// experts take the same paths (the GEMV kernels or per-expert block-scaled GEMMs on the padded layout,
+// whose row groups the host knows) except the read-back.
 bool CudaBackend::moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const {
-  const Tensor x(nullptr, gate_up.w.dtype(), {rows, gate_up.w.size(2)}, Device::CUDA);
-  return moe_path(x, gate_up.w, down.w) != MoePath::CountsReadBack;
+  const bool fp8 = gate_up.scale_inv.defined();
+  const Tensor x(nullptr, fp8 ? weight_dtype() : gate_up.w.dtype(), {rows, gate_up.w.size(2)}, Device::CUDA);
+  return moe_path(x, gate_up.w, down.w, fp8) != MoePath::CountsReadBack;
+}
+
+void CudaBackend::fp8_expert_gemms(const Weight& w, const Tensor& in, const Tensor& res, const Fp8RowGroups& groups,
+                                   const std::vector<int64_t>& starts) {
+  const int64_t rows = in.size(0), K = in.size(1), N = w.w.size(1), ld = fp8_codes_ld(K);
+  Tensor q = empty(DType::F8E4M3, {rows, ld}), scales = empty(DType::F32, {fp8_blocks(K) * rows});
+  cuda::quantize_rows_fp8(in, q.ptr<uint8_t>(), ld, scales.ptr<float>(), groups, ctx_->compute);
+  const size_t es = dtype_size(res.dtype());
+  for (size_t e = 0; e + 1 < starts.size(); ++e) {
+    const int64_t r0 = starts[e], count = std::min(starts[e + 1], rows) - r0;
+    if (count <= 0) continue;
+    const Tensor we = w.w.select(0, static_cast<int64_t>(e)), se = w.scale_inv.select(0, static_cast<int64_t>(e));
+    fp8_gemm(*blas_, fp8_counts_, {static_cast<char*>(res.data()) + r0 * res.stride(0) * es, res.dtype(), res.stride(0)},
+             {q.ptr<uint8_t>() + r0 * ld, ld, scales.ptr<float>() + r0 * fp8_blocks(K)},
+             {we.ptr<uint8_t>(), we.stride(0), se.ptr<float>(), se.stride(0)}, count, N, K, false, ctx_->compute);
+  }
 }
 
 }  // namespace splash::cuda

@@ -5,7 +5,8 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/backend.h"
+#include "kernels/cuda/fp8_gemm.cuh"
 
 namespace splash::cuda {
 
@@ -20,5 +21,13 @@ bool moe_gemv_fits(const Tensor& x, const Tensor& gate_up, const Tensor& down);
 // twice); more rows stay correct but re-read that expert's weights.
 void moe_experts_gemv(Tensor y, Tensor h, const Tensor& x, const Tensor& gate_up, const Tensor& down,
                       const int32_t* offsets, const int32_t* row_of, int64_t max_rows, cudaStream_t st);
+
+// FP8 experts: gate_up and down E4M3 [E, out, in] with their scale grids [E, out blocks, in blocks] (read
+// at half the bytes), x [N, d] already quantized (scales [blocks][N]). h is quantized into hq (row stride
+// hq_ld) and hs ([blocks][entries]) between the two, as linear() quantizes its input. d and I multiples of 16.
+bool moe_gemv_fp8_fits(int64_t d, int64_t I);
+void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, const Weight& gate_up,
+                          const Weight& down, uint8_t* hq, int64_t hq_ld, float* hs, const int32_t* offsets,
+                          const int32_t* row_of, int64_t max_rows, cudaStream_t st);
 
 }  // namespace splash::cuda
