@@ -65,9 +65,6 @@ struct LatentPool {
   }
 };
 
-// The largest magnitude of e4m3 (fn): the per-token scale maps a token's amax onto it.
-inline constexpr float kF8E4M3Max = 448.0f;
-
 struct MoeRouting {
   int top_k = 0;
   int n_group = 1;

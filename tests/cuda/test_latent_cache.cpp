@@ -2,7 +2,7 @@
 // quantize-on-store must give the CPU's codes and scales bit for bit, dequantize-on-gather the CPU's
 // values (rounded once into the output dtype), and raw records must move tokens bit-exactly; at the
 // released width (576) and generic ones (odd, not a multiple of 8 or 16). Skipped where no GPU is
-// visible.
+// visible (the CudaOps fixture).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,33 +12,13 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cuda/cuda_backend.h"
+#include "cuda/cuda_ops_fixture.h"
 
 namespace splash {
 namespace {
 
-class LatentCache : public ::testing::Test {
+class LatentCache : public test::CudaOps {
  protected:
-  static void SetUpTestSuite() {
-    try {
-      gpu_ = make_cuda_backend(0).release();
-    } catch (const Error& e) {
-      skip_reason_ = new std::string(e.what());
-    }
-  }
-  static void TearDownTestSuite() {
-    delete gpu_;
-    gpu_ = nullptr;
-  }
-  void SetUp() override {
-    if (!gpu_) GTEST_SKIP() << "no CUDA device: " << (skip_reason_ ? *skip_reason_ : "");
-    seed_ = std::random_device{}();
-    rng_.seed(seed_);
-  }
-  Backend& gpu() { return *gpu_; }
-
   // Latents whose tokens span magnitudes (2^-12 .. 2^6), rounded to bf16 so that both backends see the
   // same values; token 1 is all zeros, token 2 has one outlier, token 3 has values in e4m3's subnormal
   // range after scaling.
@@ -54,11 +34,6 @@ class LatentCache : public ::testing::Test {
     if (n > 2) t.ptr<float>()[2 * W + W / 2] = 3072.0f;  // bf16-exact
     if (n > 3)
       for (int64_t w = 0; w < W; ++w) t.ptr<float>()[3 * W + w] = w == 0 ? 1.0f : bf16_to_f32(f32_to_bf16(1e-4f * w));
-    return t;
-  }
-  static Tensor host_i32(const std::vector<int32_t>& v) {
-    Tensor t = cpu_tensor(DType::I32, {static_cast<int64_t>(v.size())});
-    std::copy(v.begin(), v.end(), t.ptr<int32_t>());
     return t;
   }
   Tensor dev_i32(const std::vector<int32_t>& v) { return gpu().upload(host_i32(v), DType::I32); }
@@ -107,9 +82,6 @@ class LatentCache : public ::testing::Test {
 
   static Backend* gpu_;
   static std::string* skip_reason_;
-  CpuBackend cpu_;
-  unsigned seed_ = 0;
-  std::mt19937 rng_;
 };
 
 Backend* LatentCache::gpu_ = nullptr;

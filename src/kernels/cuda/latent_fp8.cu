@@ -1,4 +1,5 @@
 // FP8 latent cache: per-token quantization on store, dequantization on gather (latent_fp8.cuh).
+#include "core/fp8.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/latent_fp8.cuh"
@@ -13,10 +14,6 @@ __device__ __forceinline__ void report_slot(int* err, int code, int value) {
 
 __device__ __forceinline__ float e4m3_to_f32(uint8_t v) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
-}
-
-__device__ __forceinline__ uint8_t f32_to_e4m3(float v) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
 // One warp per token: the warp's amax, then the codes. V elements per lane access (V = 8 where the rows
@@ -44,14 +41,14 @@ __global__ void quantize_latents_kernel(uint8_t* codes, float* scales, int64_t n
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+    const float scale = fp8_block_scale(amax);  // the rule of every FP8 quantization (core/fp8.h)
     uint8_t* q = codes + int64_t{s} * W;
     for (int64_t w = lane * int64_t{V}; w < W; w += 32 * V) {
       float f[V];
       load_f32<V>(x + w, f);
       Vec<uint8_t, V> out;
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = f32_to_e4m3(__fdiv_rn(f[j], scale));
+      for (int j = 0; j < V; ++j) out.v[j] = fp8_quantize(f[j], scale);
       *reinterpret_cast<Vec<uint8_t, V>*>(q + w) = out;
     }
     if (lane == 0) scales[s] = scale;
