@@ -69,11 +69,12 @@ struct PagedCase {
   std::vector<std::pair<int, int>> rows;  // (sequence, tokens the row attends)
   int q_pad = 0;                          // q's head rows lie this much further apart than W (odd: unaligned)
   float scale = 0.3f;
-  bool generic = false;  // the generic kernel whatever the shape
+  bool generic = false;      // the generic kernel whatever the shape
+  bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
   PoolValues values = PoolValues::kBf16;
 };
 
-// The case on the GPU (the public dispatch, or the generic kernel) against the CPU reference over the
+// The case on the GPU (the public dispatch, the generic kernel, or the token-split one) against the CPU reference over the
 // pool's values (for fp8: the codes times their scales, dequantized in f32), run twice for identical bits.
 void run_absorbed(const PagedCase& c, uint32_t seed);
 
