@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -341,7 +342,14 @@ void bench_generic() {
 
 }  // namespace
 
-int main() {
+// Arguments name the sections to run (decode, prefill, generic); none runs all three.
+int main(int argc, char** argv) {
+  const auto want = [&](const char* section) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], section) == 0) return true;
+    return false;
+  };
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, %.0f MB L2, %.1f GB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
@@ -349,8 +357,8 @@ int main() {
   const double copy = copy_bandwidth_gbs();
   const double gemm = gemm_tflops();
   std::printf("limits: device-to-device copy %.0f GB/s (read + write), bf16 GEMM 8192^3 %.0f TFLOP/s\n", copy, gemm);
-  bench_decode(copy);
-  bench_prefill(gemm);
-  bench_generic();
+  if (want("decode")) bench_decode(copy);
+  if (want("prefill")) bench_prefill(gemm);
+  if (want("generic")) bench_generic();
   return 0;
 }
