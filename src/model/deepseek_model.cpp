@@ -172,35 +172,9 @@ uint64_t DeepseekModel::state_fingerprint() const {
     mix(reinterpret_cast<uintptr_t>(t.data()));
     mix(t.defined() ? static_cast<uint64_t>(t.numel()) : 0);
   };
-  auto weight = [&](const Weight& w) {
-    tensor(w.w);
-    tensor(w.scale_inv);  // FP8 weights' block scales
-    mix(w.transposed);
-  };
-  auto gated = [&](const MlpWeights& m) {
-    weight(m.gate_up);
-    weight(m.down);
-  };
-  tensor(w_.embed);
-  tensor(w_.final_norm);
-  weight(w_.lm_head);
-  for (const LayerWeights& lw : w_.layers) {
-    tensor(lw.input_norm);
-    tensor(lw.post_attention_norm);
-    const AttentionWeights& a = lw.attn;
-    for (const Weight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o}) weight(*w);
-    tensor(a.q_a_norm);
-    tensor(a.kv_a_norm);
-    if (lw.mlp) gated(*lw.mlp);
-    if (lw.moe) {
-      weight(lw.moe->router);
-      tensor(lw.moe->score_bias);
-      weight(lw.moe->experts_gate_up);
-      weight(lw.moe->experts_down);
-      mix(static_cast<uint64_t>(lw.moe->expert_begin));
-      if (lw.moe->shared) gated(*lw.moe->shared);
-    }
-  }
+  // Weights are replaced whole (load, switch, reload), never re-laid out in place: their addresses and
+  // sizes identify them.
+  for_each_held_tensor(w_, tensor);
   tensor(env_.kv_pool.data);
   tensor(env_.kv_pool.scales);
   tensor(env_.rope.cos);

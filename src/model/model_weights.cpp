@@ -175,41 +175,44 @@ ModelWeights load_model_weights(Backend& be, const WeightSource& src, const Mode
   return m;
 }
 
-std::string describe_held_weights(const ModelWeights& m) {
-  std::map<DType, int64_t> bytes;
-  auto add = [&](const Tensor& t) {
-    if (t.defined()) bytes[t.dtype()] += static_cast<int64_t>(t.nbytes());
+void for_each_held_tensor(const ModelWeights& m, const std::function<void(const Tensor&)>& fn) {
+  auto weight = [&](const Weight& w) {
+    fn(w.w);
+    fn(w.scale_inv);
   };
-  auto add_weight = [&](const Weight& w) {
-    add(w.w);
-    add(w.scale_inv);
+  auto mlp = [&](const MlpWeights& w) {
+    weight(w.gate_up);
+    weight(w.down);
   };
-  auto add_mlp = [&](const MlpWeights& w) {
-    add_weight(w.gate_up);
-    add_weight(w.down);
-  };
-  add(m.embed);
-  add(m.final_norm);
-  add_weight(m.lm_head);
+  fn(m.embed);
+  fn(m.final_norm);
+  weight(m.lm_head);
   for (const LayerWeights& l : m.layers) {
-    add(l.input_norm);
-    add(l.post_attention_norm);
+    fn(l.input_norm);
+    fn(l.post_attention_norm);
     const AttentionWeights& a = l.attn;
-    for (const Weight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o}) add_weight(*w);
-    add(a.q_a_norm);
-    add(a.kv_a_norm);
+    for (const Weight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o}) weight(*w);
+    fn(a.q_a_norm);
+    fn(a.kv_a_norm);
     // The whole grids, when a shard does not simply use them.
-    if (a.q_b_scales.data() != a.q_b.scale_inv.data()) add(a.q_b_scales);
-    if (a.o_scales.data() != a.o.scale_inv.data()) add(a.o_scales);
-    if (l.mlp) add_mlp(*l.mlp);
+    if (a.q_b_scales.data() != a.q_b.scale_inv.data()) fn(a.q_b_scales);
+    if (a.o_scales.data() != a.o.scale_inv.data()) fn(a.o_scales);
+    if (l.mlp) mlp(*l.mlp);
     if (l.moe) {
-      add_weight(l.moe->router);
-      add(l.moe->score_bias);
-      add_weight(l.moe->experts_gate_up);
-      add_weight(l.moe->experts_down);
-      if (l.moe->shared) add_mlp(*l.moe->shared);
+      weight(l.moe->router);
+      fn(l.moe->score_bias);
+      weight(l.moe->experts_gate_up);
+      weight(l.moe->experts_down);
+      if (l.moe->shared) mlp(*l.moe->shared);
     }
   }
+}
+
+std::string describe_held_weights(const ModelWeights& m) {
+  std::map<DType, int64_t> bytes;
+  for_each_held_tensor(m, [&](const Tensor& t) {
+    if (t.defined()) bytes[t.dtype()] += static_cast<int64_t>(t.nbytes());
+  });
   std::string s;
   for (const auto& [dtype, n] : bytes) {
     std::string name = dtype == DType::F8E4M3 ? "fp8" : std::string(dtype_name(dtype));

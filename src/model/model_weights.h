@@ -7,6 +7,7 @@
 // E4M3 codes with their 128 x 128 block scales (Weight::scale_inv): as an FP8 checkpoint stores them, or
 // quantized here from a wider checkpoint (each held matrix on its own grid; Q-B and O on the whole
 // matrix's, so that shards and replicas agree).
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,10 @@ bool holds_fp8(Quantization q, const WeightSource& src);
 ModelWeights load_model_weights(Backend& be, const WeightSource& src, const ModelConfig& cfg,
                                 const ParallelSplit& split, Layout layout, bool fp8_weights = false);
 // Every weight's bytes on this rank by dtype, as the start-up log states them.
+// Calls fn on every tensor the weights hold (undefined ones included): the one walk over the structure,
+// for what sums or fingerprints all of it.
+void for_each_held_tensor(const ModelWeights& w, const std::function<void(const Tensor&)>& fn);
+
 std::string describe_held_weights(const ModelWeights& w);
 
 }  // namespace splash
