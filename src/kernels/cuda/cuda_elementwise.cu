@@ -119,17 +119,20 @@ __global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t N, int64_t H, 
   }
 }
 
+// out[r] = silu(gu[r, :I]) * gu[r, I:] for r = rows[i], i < n (rows null: r = i; negative: skipped).
 template <typename T, int V>
-__global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, int64_t N, int64_t inter) {
+__global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, const int32_t* rows,
+                                int64_t n, int64_t inter) {
   const int64_t per_row = inter / V;
-  GRID_STRIDE(i, N * per_row) {
-    const int64_t n = i / per_row, c = (i % per_row) * V;
+  GRID_STRIDE(i, n * per_row) {
+    const int64_t r = rows ? rows[i / per_row] : i / per_row, c = (i % per_row) * V;
+    if (r < 0) continue;
     float g[V], u[V];
-    load_f32<V>(gu + n * gu_stride + c, g);
-    load_f32<V>(gu + n * gu_stride + inter + c, u);
+    load_f32<V>(gu + r * gu_stride + c, g);
+    load_f32<V>(gu + r * gu_stride + inter + c, u);
 #pragma unroll
     for (int j = 0; j < V; ++j) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-    store_f32<V>(out + n * out_stride + c, g);
+    store_f32<V>(out + r * out_stride + c, g);
   }
 }
 
@@ -304,19 +307,25 @@ void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
   SPLASH_CUDA_LAUNCHED();
 }
 
-void CudaBackend::silu_mul(Tensor out, Tensor gate_up) {
+void CudaBackend::silu_mul(Tensor out, Tensor gate_up) { silu_mul_rows(out, gate_up, {}); }
+
+void CudaBackend::silu_mul_rows(const Tensor& out, const Tensor& gate_up, const Tensor& rows) {
   require_rows(out, "silu_mul out");
   require_rows(gate_up, "silu_mul gate_up");
   const int64_t N = out.size(0), inter = out.size(1);
   SPLASH_CHECK(gate_up.size(0) == N && gate_up.size(1) == 2 * inter && gate_up.dtype() == out.dtype(),
                "silu_mul: gate_up {} vs out {}", gate_up.shape_str(), out.shape_str());
-  if (N * inter == 0) return;
+  SPLASH_CHECK(!rows.defined() || (rows.dtype() == DType::I32 && rows.is_contiguous() && rows.device() == Device::CUDA),
+               "silu_mul rows {}", rows.shape_str());
+  const int64_t n = rows.defined() ? rows.numel() : N;
+  if (n * inter == 0) return;
   const int V = vec_width(inter, {&out, &gate_up});
   dispatch_float(out.dtype(), "silu_mul", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      silu_mul_kernel<T, decltype(v)::value><<<grid_for(N * inter / v, 256), 256, 0, ctx_->compute>>>(
-          out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0), N, inter);
+      silu_mul_kernel<T, decltype(v)::value><<<grid_for(n * inter / v, 256), 256, 0, ctx_->compute>>>(
+          out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0),
+          rows.defined() ? rows.ptr<int32_t>() : nullptr, n, inter);
     });
   });
   SPLASH_CUDA_LAUNCHED();

@@ -406,7 +406,9 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
     batched(gate_up, xs, gu);
-    silu_mul(h, gu);
+    // Only the rows holding tokens: the padding rows of h stay unwritten, and the down projection's
+    // results for them are never read (combine reads y at padded_pos).
+    silu_mul_rows(h, gu, padded_pos);
     batched(down, h, y);
     combine(y, padded_pos);
     return;
