@@ -140,6 +140,10 @@ class Backend {
   // out = x / rms(x) * weight, per row; rows may be strided views, out may alias x. Out may be another
   // float dtype than x (the router reads an f32 normed hidden state of a bf16 residual).
   virtual void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) = 0;
+  // residual += x, then out = rms_norm(residual, weight): the values of add() then rms_norm() (the norm
+  // reads the sum as stored in the residual's dtype), in one pass over the row on the GPU. x has the
+  // residual's dtype and shape; out may alias x, and may be another float dtype.
+  virtual void add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) = 0;
   // out[M, N] = x[M, K] W^T (+ out when accumulate).
   virtual void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) = 0;
   // Batched, strided: c[b] = a[b] @ (b_nk ? b[b]^T : b[b]) for 3-D views whose last dim is contiguous.

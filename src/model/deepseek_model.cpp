@@ -142,18 +142,22 @@ DeviceOutputs DeepseekModel::compute(const StepPlan& plan, const StepInputs& inp
          y = be.empty(be.act_dtype(), {N, d});
   be.embedding(x, inputs.tokens(packed), w_.embed);
   if (transfers) transfers->start_layer(0);  // the one exposed transfer
+  // Each residual add is fused with the norm after it (the next layer's input norm; a switch moves
+  // projections and latents, never norms); the last one feeds the final norm of the gathered rows.
+  if (L > 0) be.rms_norm(xn, x, w_.layers[0].input_norm, eps);
   for (int l = 0; l < L; ++l) {
     if (transfers) {
       transfers->wait_layer(l);
       if (l + 1 < L) transfers->start_layer(l + 1);  // runs beside layer l's computation
     }
     const LayerWeights& lw = w_.layers[l];
-    be.rms_norm(xn, x, lw.input_norm, eps);
     mla_attention(env_, lw.attn, l, inputs.layout(), sa, xn, y);
-    be.add(x, x, y);
-    be.rms_norm(xn, x, lw.post_attention_norm, eps);
+    be.add_rms_norm(xn, x, y, lw.post_attention_norm, eps);
     mlp(lw, plan, l, xn, x, y);
-    be.add(x, x, y);
+    if (l + 1 < L)
+      be.add_rms_norm(xn, x, y, w_.layers[l + 1].input_norm, eps);
+    else
+      be.add(x, x, y);
   }
   return logits(x, inputs, packed);
 }

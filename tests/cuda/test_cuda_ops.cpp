@@ -204,6 +204,8 @@ TEST_F(CudaOps, LinearShapesDtypesAndLayouts) {
       {20, 512, 256, false, true, false, false},   // shared expert accumulating into the routed sum
       {17, 256, 512, false, false, true, false},   // lm_head: bf16 in, f32 logits
       {9, 256, 8, false, false, true, true},       // router: f32 weight, f32 logits
+      {1, 2048, 64, false, false, true, true},     // router at decode, B = 1
+      {11, 99, 13, false, true, true, true},       // router, K % 4 != 0: the few-rows kernel's scalar path
       {64, 2048, 64, false, true, true, true},     // router at the few-rows kernel's limit, accumulating
       {65, 2048, 64, false, false, true, true},    // router just past it (cuBLASLt)
       {300, 7168, 24, false, false, true, false},  // long K, split-K territory

@@ -131,6 +131,13 @@ void CpuBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
   }
 }
 
+// The two ops themselves (through the virtual calls, so a backend deriving from this one sees both):
+// the reference has no pass to save.
+void CpuBackend::add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) {
+  add(residual, residual, x);
+  rms_norm(out, residual, weight, eps);
+}
+
 void CpuBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
   SPLASH_CHECK(x.ndim() == 3 && x.stride(2) == 1, "rope x must be [N, heads, d_r] with contiguous rows");
   const int64_t half = x.size(2) / 2, max_pos = table.cos.size(0);

@@ -24,6 +24,7 @@ class CpuBackend : public Backend {
 
   void embedding(Tensor out, Tensor ids, Tensor table) override;
   void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) override;
+  void add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) override;
   void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) override;
   void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) override;
   void rope(Tensor x, Tensor positions, const RopeTable& table) override;

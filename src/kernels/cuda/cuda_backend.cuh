@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
 
   void embedding(Tensor out, Tensor ids, Tensor table) override;
   void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) override;
+  void add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) override;
   void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) override;
   void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) override;
   void rope(Tensor x, Tensor positions, const RopeTable& table) override;
@@ -107,6 +108,9 @@ class CudaBackend final : public Backend {
   Tensor alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st);
   // Throws the first error a kernel reported since the last check; call only after a synchronisation.
   void check_device_errors();
+  // silu_mul of the rows listed in `rows` (I32 on the device, -1 skips; undefined: every row); the
+  // others are left unwritten (cuda_elementwise.cu).
+  void silu_mul_rows(const Tensor& out, const Tensor& gate_up, const Tensor& rows);
   // Copies between device tensors of any layout (last dims contiguous) on stream st.
   void copy_device(const Tensor& dst, const Tensor& src, cudaStream_t st);
   // dst (device, any float dtype) = src (device, float or I32) converted elementwise.

@@ -53,23 +53,34 @@ __device__ float block_sum(float v) {
 
 // One block per row. Every thread reads its elements of the row before the reduction's barrier and
 // writes only those afterwards, so out may alias x. Out may have another dtype than x (the router
-// reads an f32 normed hidden state).
-template <typename TO, typename TX, int V>
-__global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, const float* w, int64_t d,
-                                float eps) {
+// reads an f32 normed hidden state). With a residual (add_rms_norm), each thread first stores
+// residual + x rounded to TX, as add() does, and norms those stored values: it rereads only what it
+// wrote itself.
+template <typename TO, typename TX, int V, bool kResidual>
+__global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, TX* residual,
+                                int64_t res_stride, const float* w, int64_t d, float eps) {
   const TX* xr = x + blockIdx.x * x_stride;
+  TX* rr = kResidual ? residual + blockIdx.x * res_stride : nullptr;
+  const TX* src = kResidual ? rr : xr;  // what is normed
   TO* orow = out + blockIdx.x * out_stride;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
     float f[V];
     load_f32<V>(xr + i, f);
+    if constexpr (kResidual) {
+      float r[V];
+      load_f32<V>(rr + i, r);
+#pragma unroll
+      for (int j = 0; j < V; ++j) f[j] = to_f32(from_f32<TX>(r[j] + f[j]));
+      store_f32<V>(rr + i, f);
+    }
 #pragma unroll
     for (int j = 0; j < V; ++j) ss += f[j] * f[j];
   }
   const float inv = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(d) + eps);
   for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
     float f[V], g[V];
-    load_f32<V>(xr + i, f);
+    load_f32<V>(src + i, f);
     load_f32<V>(w + i, g);
 #pragma unroll
     for (int j = 0; j < V; ++j) f[j] = g[j] * (f[j] * inv);
@@ -108,17 +119,20 @@ __global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t N, int64_t H, 
   }
 }
 
+// out[r] = silu(gu[r, :I]) * gu[r, I:] for r = rows[i], i < n (rows null: r = i; negative: skipped).
 template <typename T, int V>
-__global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, int64_t N, int64_t inter) {
+__global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, const int32_t* rows,
+                                int64_t n, int64_t inter) {
   const int64_t per_row = inter / V;
-  GRID_STRIDE(i, N * per_row) {
-    const int64_t n = i / per_row, c = (i % per_row) * V;
+  GRID_STRIDE(i, n * per_row) {
+    const int64_t r = rows ? rows[i / per_row] : i / per_row, c = (i % per_row) * V;
+    if (r < 0) continue;
     float g[V], u[V];
-    load_f32<V>(gu + n * gu_stride + c, g);
-    load_f32<V>(gu + n * gu_stride + inter + c, u);
+    load_f32<V>(gu + r * gu_stride + c, g);
+    load_f32<V>(gu + r * gu_stride + inter + c, u);
 #pragma unroll
     for (int j = 0; j < V; ++j) g[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
-    store_f32<V>(out + n * out_stride + c, g);
+    store_f32<V>(out + r * out_stride + c, g);
   }
 }
 
@@ -221,27 +235,53 @@ void CudaBackend::embedding(Tensor out, Tensor ids, Tensor table) {
   SPLASH_CUDA_LAUNCHED();
 }
 
-void CudaBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
+namespace {
+
+// rms_norm and add_rms_norm: one block per row; a residual (defined) is added into first.
+void launch_rms_norm(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
+                     cudaStream_t st) {
   require_rows(out, "rms_norm out");
   require_rows(x, "rms_norm x");
   SPLASH_CHECK(weight.dtype() == DType::F32 && weight.is_contiguous(), "rms_norm weight must be contiguous F32");
   SPLASH_CHECK(out.same_shape(x) && weight.numel() == x.size(1), "rms_norm: out {} x {} weight {}", out.shape_str(),
                x.shape_str(), weight.shape_str());
+  const bool add = residual.defined();
+  if (add) {
+    require_rows(residual, "add_rms_norm residual");
+    SPLASH_CHECK(residual.same_shape(x) && residual.dtype() == x.dtype(), "add_rms_norm: residual {} {} x {} {}",
+                 dtype_name(residual.dtype()), residual.shape_str(), dtype_name(x.dtype()), x.shape_str());
+  }
   const int64_t N = x.size(0), d = x.size(1);
   if (N == 0) return;
-  const int V = vec_width(d, {&out, &x, &weight});
+  const int V = add ? vec_width(d, {&out, &x, &residual, &weight}) : vec_width(d, {&out, &x, &weight});
   const int threads = static_cast<int>(std::clamp<int64_t>((d / V + 31) / 32 * 32, 32, 512));
   dispatch_float(out.dtype(), "rms_norm out", [&](auto to) {
     dispatch_float(x.dtype(), "rms_norm x", [&](auto tx) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using TO = typename decltype(to)::type;
         using TX = typename decltype(tx)::type;
-        rms_norm_kernel<TO, TX, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
-            out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), weight.ptr<float>(), d, eps);
+        constexpr int kV = decltype(v)::value;
+        if (add)
+          rms_norm_kernel<TO, TX, kV, true><<<static_cast<unsigned>(N), threads, 0, st>>>(
+              out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), residual.ptr<TX>(), residual.stride(0),
+              weight.ptr<float>(), d, eps);
+        else
+          rms_norm_kernel<TO, TX, kV, false><<<static_cast<unsigned>(N), threads, 0, st>>>(
+              out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), nullptr, 0, weight.ptr<float>(), d, eps);
       });
     });
   });
   SPLASH_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void CudaBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
+  launch_rms_norm(out, x, {}, weight, eps, ctx_->compute);
+}
+
+void CudaBackend::add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) {
+  launch_rms_norm(out, x, residual, weight, eps, ctx_->compute);
 }
 
 void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
@@ -267,19 +307,25 @@ void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
   SPLASH_CUDA_LAUNCHED();
 }
 
-void CudaBackend::silu_mul(Tensor out, Tensor gate_up) {
+void CudaBackend::silu_mul(Tensor out, Tensor gate_up) { silu_mul_rows(out, gate_up, {}); }
+
+void CudaBackend::silu_mul_rows(const Tensor& out, const Tensor& gate_up, const Tensor& rows) {
   require_rows(out, "silu_mul out");
   require_rows(gate_up, "silu_mul gate_up");
   const int64_t N = out.size(0), inter = out.size(1);
   SPLASH_CHECK(gate_up.size(0) == N && gate_up.size(1) == 2 * inter && gate_up.dtype() == out.dtype(),
                "silu_mul: gate_up {} vs out {}", gate_up.shape_str(), out.shape_str());
-  if (N * inter == 0) return;
+  SPLASH_CHECK(!rows.defined() || (rows.dtype() == DType::I32 && rows.is_contiguous() && rows.device() == Device::CUDA),
+               "silu_mul rows {}", rows.shape_str());
+  const int64_t n = rows.defined() ? rows.numel() : N;
+  if (n * inter == 0) return;
   const int V = vec_width(inter, {&out, &gate_up});
   dispatch_float(out.dtype(), "silu_mul", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      silu_mul_kernel<T, decltype(v)::value><<<grid_for(N * inter / v, 256), 256, 0, ctx_->compute>>>(
-          out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0), N, inter);
+      silu_mul_kernel<T, decltype(v)::value><<<grid_for(n * inter / v, 256), 256, 0, ctx_->compute>>>(
+          out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0),
+          rows.defined() ? rows.ptr<int32_t>() : nullptr, n, inter);
     });
   });
   SPLASH_CUDA_LAUNCHED();

@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_blas.cuh"
+#include "kernels/cuda/cuda_types.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -32,20 +33,56 @@ void set_layout_batch(cublasLtMatrixLayout_t l, int32_t batch, int64_t stride) {
       cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
 }
 
-// out[m, n] (+)= sum_k x[m, k] w[n, k], all f32: one warp per output, lanes striding along K (coalesced),
-// a shuffle sum. For the router's few-row f32 GEMM, where a cuBLASLt call costs more than the work.
-__global__ void few_rows_f32_linear_kernel(float* out, int64_t out_ld, const float* x, int64_t x_ld, const float* w,
-                                           int64_t w_ld, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= M * N) return;
-  const int64_t m = warp / N, n = warp % N;
-  const float* xr = x + m * x_ld;
+// Rows of x that one block of few_rows_f32_linear_kernel takes: its part of the weight is read from
+// memory once for all of them.
+constexpr int kFewRowsTile = 8;
+constexpr int kFewRowsThreads = 256;
+
+// out[m, n] (+)= sum_k x[m, k] w[n, k], all f32, for the router's few rows, where a cuBLASLt call costs
+// more than the work. Block (n, tile of kFewRowsTile rows): its threads stride over w's row n in V-wide
+// chunks (16-byte loads for V = 4), each chunk loaded once for every row of the tile; N x tiles blocks
+// put the whole weight in flight at once. Sum order, fixed by K and V alone so that a row's logits do
+// not depend on the batch: each thread sums its chunks in k order (fmaf), a warp's lanes are summed by
+// xor shuffles (16, 8, 4, 2, 1), then the warps in order.
+template <int V>
+__global__ void __launch_bounds__(kFewRowsThreads) few_rows_f32_linear_kernel(float* out, int64_t out_ld,
+                                                                              const float* x, int64_t x_ld,
+                                                                              const float* w, int64_t w_ld, int64_t M,
+                                                                              int64_t K, bool accumulate) {
+  const int64_t n = blockIdx.x, m0 = blockIdx.y * int64_t{kFewRowsTile};
+  const int rows = M - m0 < kFewRowsTile ? static_cast<int>(M - m0) : kFewRowsTile;
   const float* wr = w + n * w_ld;
-  float acc = 0.0f;
-  for (int64_t k = lane; k < K; k += 32) acc = fmaf(xr[k], wr[k], acc);
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0) out[m * out_ld + n] = accumulate ? out[m * out_ld + n] + acc : acc;
+  const float* xr = x + m0 * x_ld;
+  float acc[kFewRowsTile] = {};
+#pragma unroll 2
+  for (int64_t k = threadIdx.x * int64_t{V}; k < K; k += int64_t{blockDim.x} * V) {
+    float wv[V];
+    load_f32<V>(wr + k, wv);
+#pragma unroll
+    for (int r = 0; r < kFewRowsTile; ++r) {
+      if (r >= rows) break;
+      float xv[V];
+      load_f32<V>(xr + r * x_ld + k, xv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[r] = fmaf(xv[j], wv[j], acc[r]);
+    }
+  }
+  __shared__ float partial[kFewRowsThreads / 32][kFewRowsTile];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+#pragma unroll
+  for (int r = 0; r < kFewRowsTile; ++r) {
+    float v = acc[r];
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) partial[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < rows) {
+    float sum = 0.0f;
+    for (int i = 0; i < warps; ++i) sum += partial[i][threadIdx.x];
+    float* o = out + (m0 + threadIdx.x) * out_ld + n;
+    *o = accumulate ? *o + sum : sum;
+  }
 }
 
 // Rows up to which an f32 x f32 -> f32 linear takes few_rows_f32_linear_kernel (decode-sized routers).
@@ -235,10 +272,17 @@ void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate)
       w.w.stride(1) == 1 && xs.stride(1) == 1 && out.stride(1) == 1) {
     // The router at decode sizes, where a cuBLASLt f32 call costs more than the work: on H200 this
     // took 0.55 ms off a DeepSeek-V2-Lite decode step at B = 1 (26 router calls; docs/perf.md).
-    const int64_t warps = M * N;
-    few_rows_f32_linear_kernel<<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, ctx_->compute>>>(
-        out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0), w.w.ptr<float>(), w.w.stride(0), M, N, K,
-        accumulate);
+    const int V = vec_width(K, {&xs, &w.w});
+    const int threads = static_cast<int>(std::clamp<int64_t>((K / V + 31) / 32 * 32, 32, kFewRowsThreads));
+    const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((M + kFewRowsTile - 1) / kFewRowsTile));
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, threads, 0, ctx_->compute>>>(out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0),
+                                                  w.w.ptr<float>(), w.w.stride(0), M, K, accumulate);
+    };
+    if (V == 4)
+      launch(few_rows_f32_linear_kernel<4>);
+    else
+      launch(few_rows_f32_linear_kernel<1>);
     SPLASH_CUDA_LAUNCHED();
     return;
   }

@@ -11,7 +11,6 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -41,6 +40,7 @@ constexpr int64_t kGemvRowsMax = 16;
 // reading expert weights (H200, E_local 32, N 64: 3.46 TB/s of weights; docs/perf.md). It reads every
 // local expert's weights, which at these N are nearly all busy anyway.
 constexpr int64_t kPaddedRowsMax = 8192;
+constexpr int64_t kCombineThreads = 128;  // per block of moe_combine_kernel: a row of d = 2048 bf16 is 2 blocks
 
 __device__ float block_max(float v, float* scratch) {
 #pragma unroll
@@ -176,37 +176,44 @@ __global__ void moe_index_kernel(int32_t* offsets, int32_t* row_of, int32_t* pos
 }
 
 // out[n] += sum over the row's local entries, in increasing (expert, slot) order, of w * y[pos].
+// Block (row n, chunk of the row's columns). The row's threads first rank its entries in that order
+// into shared memory (entry j's rank: the local entries before it), so that each thread then issues
+// all its y loads at once instead of searching for the next entry between dependent loads. Shared
+// memory: k positions, then k weights.
 template <typename T, int V>
 __global__ void moe_combine_kernel(T* out, int64_t out_stride, const T* y, int64_t d, const int32_t* ids,
-                                   const float* w, const int32_t* pos, int k, int64_t N) {
-  const int64_t per_row = d / V;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < N * per_row;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t n = i / per_row, c = (i % per_row) * V;
-    const int32_t* rid = ids + n * k;
-    const int32_t* rpos = pos + n * k;
-    float acc[V];
-    load_f32<V>(out + n * out_stride + c, acc);
-    int last_id = INT_MIN, last_j = -1;
-    for (int step = 0; step < k; ++step) {
-      int best = -1;
-      for (int j = 0; j < k; ++j) {
-        if (rpos[j] < 0) continue;
-        const int id = rid[j];
-        const bool after = id > last_id || (id == last_id && j > last_j);
-        if (after && (best < 0 || id < rid[best])) best = j;
-      }
-      if (best < 0) break;
-      last_id = rid[best];
-      last_j = best;
-      float yv[V];
-      load_f32<V>(y + int64_t{rpos[best]} * d + c, yv);
-      const float wt = w[n * k + best];
-#pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] += wt * yv[j];
-    }
-    store_f32<V>(out + n * out_stride + c, acc);
+                                   const float* w, const int32_t* pos, int k) {
+  extern __shared__ int32_t ordered_pos[];
+  float* ordered_w = reinterpret_cast<float*>(ordered_pos + k);
+  const int64_t n = blockIdx.x;
+  const int32_t* rid = ids + n * k;
+  const int32_t* rpos = pos + n * k;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    if (rpos[j] < 0) continue;
+    const int id = rid[j];
+    int rank = 0;
+    for (int i = 0; i < k; ++i) rank += rpos[i] >= 0 && (rid[i] < id || (rid[i] == id && i < j));
+    ordered_pos[rank] = rpos[j];
+    ordered_w[rank] = w[n * k + j];
   }
+  int local = 0;  // the row's local entries; each __syncthreads_count is also the barrier after the ranks
+  for (int j0 = 0; j0 < k; j0 += blockDim.x) {
+    const int j = j0 + static_cast<int>(threadIdx.x);
+    local += __syncthreads_count(j < k && rpos[j] >= 0);
+  }
+  const int64_t c = (blockIdx.y * int64_t{blockDim.x} + threadIdx.x) * V;
+  if (c >= d) return;
+  float acc[V];
+  load_f32<V>(out + n * out_stride + c, acc);
+#pragma unroll 4
+  for (int i = 0; i < local; ++i) {
+    float yv[V];
+    load_f32<V>(y + int64_t{ordered_pos[i]} * d + c, yv);
+    const float wt = ordered_w[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] += wt * yv[j];
+  }
+  store_f32<V>(out + n * out_stride + c, acc);
 }
 
 // Padded layout for decode-sized batches: local expert e owns rows [e N, e N + N) of xs; its first
@@ -336,13 +343,17 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   const size_t es = dtype_size(x.dtype());
   const cudaDataType_t type = cuda_type(x.dtype());
   const int V = vec_width(d, {&out, &x});
+  SPLASH_CHECK(k <= 6144, "moe_experts: top {} is more than combine's 48 KB of shared memory holds", k);
   auto combine = [&](const Tensor& y, const Tensor& pos) {
     dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using T = typename decltype(t)::type;
-        moe_combine_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, st>>>(
+        const int64_t chunks = d / v;
+        const int threads = static_cast<int>(std::min<int64_t>(kCombineThreads, (chunks + 31) / 32 * 32));
+        const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((chunks + threads - 1) / threads));
+        moe_combine_kernel<T, decltype(v)::value><<<grid, threads, k * (sizeof(int32_t) + sizeof(float)), st>>>(
             out.ptr<T>(), out.stride(0), y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
-            pos.ptr<int32_t>(), static_cast<int>(k), N);
+            pos.ptr<int32_t>(), static_cast<int>(k));
       });
     });
     SPLASH_CUDA_LAUNCHED();
@@ -395,7 +406,9 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
     batched(gate_up, xs, gu);
-    silu_mul(h, gu);
+    // Only the rows holding tokens: the padding rows of h stay unwritten, and the down projection's
+    // results for them are never read (combine reads y at padded_pos).
+    silu_mul_rows(h, gu, padded_pos);
     batched(down, h, y);
     combine(y, padded_pos);
     return;

@@ -75,6 +75,9 @@ class OpProfilingBackend final : public Backend {
   void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) override {
     timed("rms_norm", {}, [&] { in_->rms_norm(out, x, weight, eps); });
   }
+  void add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) override {
+    timed("add_rms_norm", {}, [&] { in_->add_rms_norm(out, residual, x, weight, eps); });
+  }
   void linear(Tensor out, Tensor x, const Weight& w, bool accumulate) override {
     timed(out.dtype() == DType::F32 ? "linear_f32_out" : "linear", {}, [&] { in_->linear(out, x, w, accumulate); });
   }
