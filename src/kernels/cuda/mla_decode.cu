@@ -7,7 +7,8 @@
 // other shape or layout goes to the generic kernel (mla_decode_generic.cu).
 // FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
 // block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
-// them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh).
+// them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh); Q is
+// quantized by the cache's rule in shared memory (its codes are exact in bf16), its scale on the scores.
 #include <type_traits>
 
 #include "kernels/cuda/attention_fp8.cuh"
@@ -27,6 +28,7 @@ using namespace attn;
 template <int C_, int W_, int HB_, class T_>
 struct DecodeCfg {
   using T = T_;  // the cache element: bf16, or e4m3 (raw stages, each converted to the one bf16 tile)
+  using PElem = bf16;
   static constexpr bool kScaled = std::is_same_v<T, e4m3>;
   static constexpr int C = C_, W = W_, HB = HB_;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -132,10 +134,21 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
+  if constexpr (K::kScaled || !K::kWgmma) {
+    cp_async_wait<K::kStages - 1>();  // Q
+    __syncthreads();
+  }
+  if constexpr (K::kScaled) {  // Q's rows as FP8 codes in place (wgmma reads them after the loop's fence)
+    for (int r = warp; r < K::HB; r += K::kWarps) {
+      const float qs = quantize_q_row_in_place(q_s, K::W, [&](int c) { return slab<K::HB>(r, c); });
+      if (lane == 0) rs.qscale[r] = qs;
+    }
+    __syncthreads();
+  }
+  const float row_f[2] = {a.scale_log2 * (K::kScaled ? rs.qscale[srow] : 1.f),
+                          a.scale_log2 * (K::kScaled ? rs.qscale[srow + 8] : 1.f)};
   uint32_t qf[K::kWgmma ? 1 : K::KSTEPS][4];
   if constexpr (!K::kWgmma) {
-    cp_async_wait<K::kStages - 1>();
-    __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < K::KSTEPS; ++ks)
       ldsm_x4(qf[ks], q_s + slab<K::HB>(mt * 16 + a_row(lane), ks * 16 + a_col(lane)));
@@ -188,7 +201,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 
     const int tok0 = t_begin + it * K::BT + tg * K::TPW + 2 * t4;
     float alpha[2];
-    softmax_tile<K>(s, tok0, t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run, l_run,
+    softmax_tile<K>(s, tok0, t_end, row_f, sc_s + stage * K::BT, 1.f, tg, srow, t4, rs.red_max, p_s, m_run, l_run,
                     alpha);
     if constexpr (K::kWgmmaPV) {
       fence_async_smem();  // P goes to wgmma

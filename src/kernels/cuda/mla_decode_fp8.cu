@@ -1,12 +1,20 @@
 // Absorbed MLA decode over an FP8 latent cache at C 512 + d_r 64 with up to 32 heads per block (V2-Lite,
 // V3 under TP 8): the memory-bound case, where the cache's half bytes should halve the time. Tiles of 64
 // tokens' codes go to shared memory by cp.async (six stages: five tiles in flight) and from there
-// straight into mma.sync fragments, converted to bf16 in registers; no bf16 copy of a tile is written and
-// read back, which would cost more shared-memory bandwidth than the tile itself at fp8 speed.
-// - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, i.e. one 4-byte word per k-step;
-//   Q sits in registers in the matching k order (the word's columns (0, 2) are k (2 t4, 2 t4 + 1) of the
-//   step, (1, 3) are k (2 t4 + 8, 2 t4 + 9): the pairs a word converts to without a byte permute).
-// - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P.
+// straight into mma.sync fragments, converted in registers; no 16-bit copy of a tile is written and read
+// back, which would cost more shared-memory bandwidth than the tile itself at fp8 speed. Both products
+// run as f16 MMAs on the codes, which f16 holds exactly; the codes become f16 by the hardware conversion,
+// one instruction per two codes (sm_90 has no FP8 mma.sync: ptxas would lower one to the same
+// conversions, of both operands at every step, plus four adds).
+// - Q: the block's rows quantized by the cache's rule (quantize_q_row) into the last stage, which the
+//   first loads leave free, then into registers as f16 codes; each row's scale goes on its scores.
+// - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, one 4-byte word per k-step;
+//   the word's columns (0, 1) are k (2 t4, 2 t4 + 1) of the step, (2, 3) are k (2 t4 + 8, 2 t4 + 9), and
+//   Q's registers hold the same columns. With one n-tile of tokens per warp (16 heads) even and odd
+//   64-column blocks accumulate apart: two dependent chains of 18 MMAs instead of one of 36.
+// - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P. P is f16,
+//   so a token's factor is its scale over the tile's largest (in [0, 1]: no f16 overflow, and a tile's
+//   largest P keeps f16's full precision); that largest scale moves into the accumulators' rescale.
 // - O^T += V^T P^T: the values are the A operand (16 columns x 16 tokens), so a lane builds its fragments
 //   from one 4-byte word of each of its 4 tokens (columns 4 g .. 4 g + 3: two rows of each of two
 //   m-tiles) instead of transposed 16-bit loads; P is the B operand, read from shared memory.
@@ -26,6 +34,7 @@ template <int HB_>
 struct Fp8DecodeCfg {
   static constexpr int C = 512, W = 576, HB = HB_;
   static constexpr bool kScaled = true;
+  using PElem = __half;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int BT = 64;  // tokens per tile
   // Scores: warp w computes the heads of m-tile w % MT for the TPW tokens of group w / MT.
@@ -38,12 +47,14 @@ struct Fp8DecodeCfg {
   // Shared memory (bytes).
   static constexpr int kRaw = 0;                          // codes [kStages][BT][W], swizzled
   static constexpr int kScale = kRaw + kStages * BT * W;  // token scales [kStages][BT]
-  static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] bf16 (swz)
+  static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] f16 (swz)
   static constexpr int kRows = kP + HB * BT * 2;          // RowStats
   static constexpr int kSmem = kRows + RowStats<TG, HB>::kBytes;
   static_assert(HB == 16 || HB == 32, "one or two m-tiles of heads");
   static_assert(SNT >= 1 && PAIRS >= 1 && NT % 2 == 0, "fragment tiling");
   static_assert(W % 64 == 0, "rows of whole 4-chunk groups, which the chunk swizzle permutes");
+  static_assert(BT == 64 && kThreads == 4 * BT, "a warp reads a tile's scales as two per lane; 4 loaders a token");
+  static_assert(HB <= BT, "Q's codes pass through one stage");
   static_assert(kSmem <= kMaxBlockSmem, "shared memory of one Hopper block");
   static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
@@ -60,52 +71,66 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
   extern __shared__ __align__(128) unsigned char smem[];
   uint8_t* raw_s = smem + K::kRaw;
   float* sc_s = reinterpret_cast<float*>(smem + K::kScale);
-  bf16* p_s = reinterpret_cast<bf16*>(smem + K::kP);
+  __half* p_s = reinterpret_cast<__half*>(smem + K::kP);
   const RowStats<K::TG, K::HB> rs(smem + K::kRows);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const DecodeBlock b = decode_block(a, K::HB);
   if (b.t_begin >= b.t_end) return store_empty_block<K>(a, b);
 
-  // Tiles: 8 threads per token, 16 bytes each per step; the token's scale beside.
+  // Tiles: a token per 4 threads (64 contiguous bytes per step), each with 9 of its 16-byte chunks; one
+  // page lookup per thread and tile, and no loop bounds. The token's scale beside.
   const int ntiles = (b.t_end - b.t_begin + K::BT - 1) / K::BT;
   const int32_t* pages = a.page_table + a.row_seq[b.n] * a.pt_s0;
   auto load_tile = [&](int tile, int stage) {
+    const int t = tid >> 2, tok = b.t_begin + tile * K::BT + t;
+    const bool ok = tok < b.t_end;
+    const int2 slot = ok ? a.token_slot(pages, tok) : make_int2(0, 0);
+    const auto* src = reinterpret_cast<const uint8_t*>(a.token_row<e4m3>(slot));
     uint8_t* dst = raw_s + stage * K::BT * K::W;
-    for (int t = tid >> 3; t < K::BT; t += K::kThreads / 8) {
-      const int tok = b.t_begin + tile * K::BT + t;
-      const bool ok = tok < b.t_end;
-      const auto* src = reinterpret_cast<const uint8_t*>(ok ? a.token_row<e4m3>(pages, tok) : a.pool);
-      for (int c = tid & 7; c < K::W / 16; c += 8) cp_async16(dst + tile_byte<K>(t, c * 16), src + c * 16, ok);
-      if ((tid & 7) == 0) cp_async4(sc_s + stage * K::BT + t, ok ? a.token_scale(pages, tok) : a.scales, ok);
+#pragma unroll
+    for (int i = 0; i < K::W / 64; ++i) {
+      const int c = (tid & 3) + 4 * i;
+      cp_async16(dst + tile_byte<K>(t, c * 16), src + c * 16, ok);
     }
+    if ((tid & 3) == 0) cp_async4(sc_s + stage * K::BT + t, a.token_scale(slot), ok);
   };
   load_first_tiles<K::kStages>(ntiles, load_tile);
 
-  // Q of this thread's score rows (zero for heads past H), straight from global memory in the k order
-  // of the tile's words: k-step 4 blk + i takes columns 64 blk + 16 t4 + 4 i + (0, 2 | 1, 3).
+  // Q's codes [HB][W] (zero rows for heads past H) in the last stage, a warp per row, and its scales.
+  uint8_t* q_codes = raw_s + (K::kStages - 1) * K::BT * K::W;
+  for (int r = warp; r < K::HB; r += K::kWarps) {
+    const bool ok = b.h0 + r < a.res.H;
+    const bf16* q = a.q + b.n * a.q_s0 + (b.h0 + r) * a.q_s1;
+    const float qs = quantize_q_row(
+        K::W, [&](int c) { return ok ? __bfloat162float(q[c]) : 0.f; },
+        [&](int c, uint8_t code) { q_codes[r * K::W + c] = code; });
+    if (lane == 0) rs.qscale[r] = qs;
+  }
+  __syncthreads();
+  // This thread's score rows' A fragments, in the k order of the tile's words: k-step 4 blk + i takes
+  // columns 64 blk + 16 t4 + 4 i + (0, 1 | 2, 3).
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
+  const float row_f[2] = {a.scale_log2 * rs.qscale[srow], a.scale_log2 * rs.qscale[srow + 8]};
   uint32_t qf[K::KSTEPS][4];
-  {
-    const int h_lo = b.h0 + srow, h_hi = h_lo + 8;
-    const bf16* q_lo = a.q + b.n * a.q_s0 + h_lo * a.q_s1;
-    const bf16* q_hi = q_lo + 8 * a.q_s1;
 #pragma unroll
-    for (int ks = 0; ks < K::KSTEPS; ++ks) {
-      const int col = (ks / 4) * 64 + 16 * t4 + 4 * (ks % 4);
-      const uint2 lo = h_lo < a.res.H ? *reinterpret_cast<const uint2*>(q_lo + col) : make_uint2(0, 0);
-      const uint2 hi = h_hi < a.res.H ? *reinterpret_cast<const uint2*>(q_hi + col) : make_uint2(0, 0);
-      qf[ks][0] = __byte_perm(lo.x, lo.y, 0x5410);
-      qf[ks][1] = __byte_perm(hi.x, hi.y, 0x5410);
-      qf[ks][2] = __byte_perm(lo.x, lo.y, 0x7632);
-      qf[ks][3] = __byte_perm(hi.x, hi.y, 0x7632);
+  for (int blk = 0; blk < K::BLOCKS; ++blk) {
+    const int col = blk * 64 + 16 * t4;
+    const uint4 lo = *reinterpret_cast<const uint4*>(q_codes + srow * K::W + col);
+    const uint4 hi = *reinterpret_cast<const uint4*>(q_codes + (srow + 8) * K::W + col);
+    const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      e4m3x4_to_f16(lw[i], qf[4 * blk + i][0], qf[4 * blk + i][2]);
+      e4m3x4_to_f16(hw[i], qf[4 * blk + i][1], qf[4 * blk + i][3]);
     }
   }
 
   float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
   float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
-  float o[K::PAIRS][2][K::NT][4] = {};  // O^T: rows = columns of the pair's m-tiles, columns = heads
+  float o[K::PAIRS][2][K::NT][4] = {};  // O^T / max_sc: rows = columns of the pair's m-tiles, columns = heads
+  float max_sc = 1.f;                   // the last tile's largest token scale
   const int c0 = warp * K::CPW;
 
   for (int it = 0; it < ntiles; ++it) {
@@ -114,11 +139,12 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     __syncthreads();  // tile `it` is visible, and every warp is done with the stage the next load overwrites
     load_next_tile<K::kStages>(it, ntiles, load_tile);
     const uint8_t* kt = raw_s + stage * K::BT * K::W;
+    const float* tile_sc = sc_s + stage * K::BT;
 
     // S: token tg TPW + 8 j + g of n-tile j is this lane's B column; its 16-byte chunk t4 of each block.
-    float s[K::SNT][4] = {};
+    float s[K::SNT][4] = {}, s_odd[K::SNT][4] = {};
 #pragma unroll
-    for (int j = 0; j < K::SNT; ++j)
+    for (int j = 0; j < K::SNT; ++j) {
 #pragma unroll
       for (int blk = 0; blk < K::BLOCKS; ++blk) {
         const uint4 x = *reinterpret_cast<const uint4*>(kt + tile_byte<K>(tg * K::TPW + 8 * j + g, blk * 64 + 16 * t4));
@@ -126,15 +152,21 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           uint32_t b0, b1;
-          e4m3x4_to_bf16_interleaved(words[i], b0, b1);
-          mma_bf16(s[j], qf[4 * blk + i], b0, b1);
+          e4m3x4_to_f16(words[i], b0, b1);
+          mma_f16(K::SNT == 1 && blk % 2 ? s_odd[j] : s[j], qf[4 * blk + i], b0, b1);
         }
       }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] += s_odd[j][e];
+    }
 
+    // P's token factors: scale / the tile's largest scale (masked tokens have scale 0).
+    const float tile_max_sc = warp_max(fmaxf(tile_sc[lane], tile_sc[lane + 32])), p_norm = 1.f / tile_max_sc;
+    const float rescale = max_sc * p_norm;  // the accumulators' units change with the largest scale
+    max_sc = tile_max_sc;
     const int tok0 = b.t_begin + it * K::BT + tg * K::TPW + 2 * t4;
     float alpha[2];
-    softmax_tile<K>(s, tok0, b.t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run,
-                    l_run, alpha);
+    softmax_tile<K>(s, tok0, b.t_end, row_f, tile_sc, p_norm, tg, srow, t4, rs.red_max, p_s, m_run, l_run, alpha);
     if (tg == 0 && t4 == 0) {
       rs.alpha[srow] = alpha[0];
       rs.alpha[srow + 8] = alpha[1];
@@ -144,7 +176,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     // Accumulator element e of n-tile nt belongs to head 8 nt + 2 t4 + (e & 1).
 #pragma unroll
     for (int nt = 0; nt < K::NT; ++nt) {
-      const float al0 = rs.alpha[nt * 8 + 2 * t4], al1 = rs.alpha[nt * 8 + 2 * t4 + 1];
+      const float al0 = rs.alpha[nt * 8 + 2 * t4] * rescale, al1 = rs.alpha[nt * 8 + 2 * t4 + 1] * rescale;
 #pragma unroll
       for (int pr = 0; pr < K::PAIRS; ++pr)
 #pragma unroll
@@ -157,8 +189,8 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     }
     // O^T += V^T P^T over k-steps of 16 tokens. Lane (g, t4) reads columns 4 g .. 4 g + 3 of the pair's
     // 32 for tokens 2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9 of the step: byte 2 mm (2 mm + 1) of each word
-    // is row g (g + 8) of m-tile mm; the byte permute puts the two tokens' bytes of each row in the
-    // (even, odd) positions of one word, whose two bf16 pairs are the fragment's rows g and g + 8.
+    // is row g (g + 8) of m-tile mm; the byte permute puts the two tokens' bytes of row g, then of row
+    // g + 8, side by side, and each half converts to that row's f16 pair.
 #pragma unroll
     for (int ks = 0; ks < K::BT / 16; ++ks) {
       uint32_t pb[K::NT / 2][4];
@@ -175,14 +207,14 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
         const uint32_t w9 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t + 9, col));
 #pragma unroll
         for (int mm = 0; mm < 2; ++mm) {
-          const uint32_t sel = mm ? 0x7632 : 0x5410;
+          const uint32_t sel = mm ? 0x7362 : 0x5140;
           uint32_t af[4];
-          e4m3x4_to_bf16_interleaved(__byte_perm(w0, w1, sel), af[0], af[1]);
-          e4m3x4_to_bf16_interleaved(__byte_perm(w8, w9, sel), af[2], af[3]);
+          e4m3x4_to_f16(__byte_perm(w0, w1, sel), af[0], af[1]);
+          e4m3x4_to_f16(__byte_perm(w8, w9, sel), af[2], af[3]);
 #pragma unroll
           for (int nh = 0; nh < K::NT / 2; ++nh) {
-            mma_bf16(o[pr][mm][2 * nh], af, pb[nh][0], pb[nh][1]);
-            mma_bf16(o[pr][mm][2 * nh + 1], af, pb[nh][2], pb[nh][3]);
+            mma_f16(o[pr][mm][2 * nh], af, pb[nh][0], pb[nh][1]);
+            mma_f16(o[pr][mm][2 * nh + 1], af, pb[nh][2], pb[nh][3]);
           }
         }
       }
@@ -198,12 +230,13 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
       const int row = nt * 8 + 2 * t4 + e, head = b.h0 + row;
       if (head >= a.res.H) continue;
       const RowResult rr = row_result<K>(rs, rs.rowm[row], row);
+      const float f = rr.inv * max_sc;
 #pragma unroll
       for (int pr = 0; pr < K::PAIRS; ++pr)
 #pragma unroll
         for (int mm = 0; mm < 2; ++mm)
-          store_row_result<K::C>(a, b.n, b.split, head, c0 + 32 * pr + 4 * g + 2 * mm, o[pr][mm][nt][e] * rr.inv,
-                                 o[pr][mm][nt][2 + e] * rr.inv, warp == 0 && g == 0 && pr == 0 && mm == 0, rr.lse);
+          store_row_result<K::C>(a, b.n, b.split, head, c0 + 32 * pr + 4 * g + 2 * mm, o[pr][mm][nt][e] * f,
+                                 o[pr][mm][nt][2 + e] * f, warp == 0 && g == 0 && pr == 0 && mm == 0, rr.lse);
     }
 }
 

@@ -33,14 +33,18 @@ __device__ __forceinline__ DecodeBlock decode_block(const DecodeArgs& a, int hea
 }
 
 // The row statistics' shared arrays of a decode block (kBytes from p): per token group a tile's row
-// maxima and the final row sums ([TG][HB] each), and per row alpha and the max (for threads that hold
-// other rows than their scores).
+// maxima and the final row sums ([TG][HB] each), per row alpha and the max (for threads that hold other
+// rows than their scores), and per row the query's FP8 scale (over an FP8 cache).
 template <int TG, int HB>
 struct RowStats {
-  static constexpr int kBytes = (2 * TG * HB + 2 * HB) * 4;
-  float *red_max, *red_sum, *alpha, *rowm;
+  static constexpr int kBytes = (2 * TG * HB + 3 * HB) * 4;
+  float *red_max, *red_sum, *alpha, *rowm, *qscale;
   __device__ explicit RowStats(unsigned char* p)
-      : red_max(reinterpret_cast<float*>(p)), red_sum(red_max + TG * HB), alpha(red_sum + TG * HB), rowm(alpha + HB) {}
+      : red_max(reinterpret_cast<float*>(p)),
+        red_sum(red_max + TG * HB),
+        alpha(red_sum + TG * HB),
+        rowm(alpha + HB),
+        qscale(rowm + HB) {}
 };
 
 // The stage pipeline of cp.async tile loads, one commit group per step, empty or not (which keeps the
@@ -87,14 +91,17 @@ __device__ void store_empty_block(const DecodeArgs& a, const DecodeBlock& b) {
 
 // The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
 // the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
-// from t_end on are masked; scores become log2 units (times each token's cache scale tok_scale[col] when
-// K::kScaled). The row max over the TG token groups meets in red_max ([TG][HB], one barrier); m_run,
-// l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] bf16) gets P, times
-// the token scale when scaled: P V then multiplies the stored values by exactly their scale.
+// from t_end on are masked; scores become log2 units by their row's factor row_f (the softmax scale in
+// log2 units, times the query's FP8 scale over an FP8 cache), times each token's cache scale
+// tok_scale[col] when K::kScaled. The row max over the TG token groups meets in red_max ([TG][HB], one
+// barrier); m_run, l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] of
+// K::PElem) gets P, times the token scale times p_norm when scaled: P V then multiplies the stored values
+// by their scale (over p_norm, which the caller carries: f16 P takes the tile's scales over their max).
 template <class K>
-__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, float scale_log2,
-                                             const float* tok_scale, int tg, int srow, int t4, float* red_max,
-                                             bf16* p_s, float (&m_run)[2], float (&l_run)[2], float (&alpha)[2]) {
+__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, const float (&row_f)[2],
+                                             const float* tok_scale, float p_norm, int tg, int srow, int t4,
+                                             float* red_max, typename K::PElem* p_s, float (&m_run)[2],
+                                             float (&l_run)[2], float (&alpha)[2]) {
   const int col0 = tg * K::TPW + 2 * t4;
   float2 ts[K::SNT];
 #pragma unroll
@@ -106,9 +113,9 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool ok = tok0 + j * 8 + e < t_end;
-      const float f = K::kScaled ? scale_log2 * (e ? ts[j].y : ts[j].x) : scale_log2;
-      s[j][e] = ok ? s[j][e] * f : kNegInf;
-      s[j][2 + e] = ok ? s[j][2 + e] * f : kNegInf;
+      const float f = K::kScaled ? (e ? ts[j].y : ts[j].x) : 1.f;
+      s[j][e] = ok ? s[j][e] * (row_f[0] * f) : kNegInf;
+      s[j][2 + e] = ok ? s[j][2 + e] * (row_f[1] * f) : kNegInf;
       mx[0] = fmaxf(mx[0], s[j][e]);
       mx[1] = fmaxf(mx[1], s[j][2 + e]);
     }
@@ -136,10 +143,11 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
     const float p2 = exp2f(s[j][2] - m_run[1]), p3 = exp2f(s[j][3] - m_run[1]);
     l_run[0] += p0 + p1;
     l_run[1] += p2 + p3;
-    const float f0 = K::kScaled ? ts[j].x : 1.f, f1 = K::kScaled ? ts[j].y : 1.f;
+    const float f0 = K::kScaled ? ts[j].x * p_norm : 1.f, f1 = K::kScaled ? ts[j].y * p_norm : 1.f;
     const int col = col0 + 8 * j;
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(p0 * f0, p1 * f1);
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(p2 * f0, p3 * f1);
+    using P = typename K::PElem;
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_pair<P>(p0 * f0, p1 * f1);
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_pair<P>(p2 * f0, p3 * f1);
   }
 }
 
