@@ -6,7 +6,7 @@
 #   bash scripts/device.sh           # THERE, in one `run` call with carry [".device-deps", ".device-fixtures"]
 #
 # SPLASH_STAGES picks what runs (default: all, in this order): build tests checks shapes onegpu prefix rl
-# sanitize multinode ops attention peer calibrate scheduler e2e switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
+# sanitize multinode ops attention peer calibrate scheduler e2e e2e_fp8w profile traces switch layouts. The benchmark sizes follow the issues; SPLASH_QUICK=1 shrinks them for a smoke run.
 # SPLASH_RANKS=T sets the ranks of the multi-GPU checks and benchmarks (default: every GPU).
 #
 # The device machine has no network: the fixture (../shared is not carried) travels in
@@ -76,7 +76,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   command -v pkg-config >/dev/null || CMAKE_ARGS+=(-DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
 fi
 
-STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix rl sanitize multinode ops attention peer calibrate scheduler e2e switch layouts}
+STAGES=${SPLASH_STAGES:-build tests checks shapes onegpu prefix rl sanitize multinode ops attention peer calibrate scheduler e2e e2e_fp8w profile traces switch layouts}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 QUICK=${SPLASH_QUICK:-0}
 GPUS=$(nvidia-smi -L | wc -l)
@@ -149,6 +149,14 @@ if want checks; then
   if [ "$T" -ge 2 ]; then
     for l in tp dp cp dop; do check "T${T}_${l}_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout $l --prefill-chunk 7; done
     check "T${T}_switch_walk_fp8_kv" $FIX --kv-cache-dtype fp8_e4m3 --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
+  fi
+  # FP8 weights that stay FP8 (issue 18, docs/fp8-weights.md): the fixture quantized at load; check's
+  # tolerance follows FP8's unit roundoff. TP and DOP sum in the same order; DP adds O's partial sums.
+  check T1_fp8w $FIX --quantization fp8
+  check T1_fp8w_absorbed_chunk7 $FIX --quantization fp8 --attn-form absorbed --prefill-chunk 7
+  if [ "$T" -ge 2 ]; then
+    for l in tp dp dop; do check "T${T}_${l}_fp8w" $FIX --quantization fp8 --ranks "$T" --attn-layout $l --prefill-chunk 7; done
+    check "T${T}_switch_walk_fp8w" $FIX --quantization fp8 --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"
   fi
   # Batch invariance of greedy decoding: the fixture prompts batched and one at a time give the same tokens.
   for mode in batched single; do
@@ -277,6 +285,12 @@ if want multinode && [ "$GPUS" -ge 2 ] && [ -f scripts/multinode_check.sh ]; the
   rc=$?
   tail -5 "$LOG/multinode.log"
   row "multinode check (2 processes)" "rc=$rc ($((SECONDS - t0)) s)"
+  # The engine itself across processes: `splash check` as two one-GPU processes against one process.
+  t0=$SECONDS
+  OUT=$LOG timeout 700 bash scripts/multiprocess_gpu_check.sh "$BUILD" "$FIX" > "$LOG/multiprocess.log" 2>&1
+  rc=$?
+  grep 'multiprocess gpu check' "$LOG/multiprocess.log"
+  row "multiprocess check (2 processes)" "rc=$rc ($((SECONDS - t0)) s)"
 fi
 
 # ---- benchmarks: each prints its figures next to the limit measured in the same run ----
@@ -362,6 +376,50 @@ if want e2e; then  # end-to-end tokens/s of a DeepSeek-V2-Lite-shaped dummy mode
       "${E2E[@]}" --disable-cuda-graph
     bench "e2e_v2lite_b${b}_fp8kv" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
       "${E2E[@]}" --kv-cache-dtype fp8_e4m3
+  done
+fi
+if want e2e_fp8w; then  # issue 18: the same step with FP8 weights, against the FP8 roofline
+  if [ "$QUICK" = 1 ]; then E2E=(--input-len 512 --output-len 16); BATCHES=(8); else E2E=(--input-len 1024 --output-len 128); BATCHES=(1 8 64); fi
+  for b in "${BATCHES[@]}"; do
+    bench "e2e_v2lite_b${b}_fp8w" 300 e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
+      "${E2E[@]}" --quantization fp8
+  done
+  bench "e2e_v3attn_b64_fp8w" 300 e2e --backend cuda --model builtin:deepseek-v3-attn --load-format dummy --batch 64 \
+    "${E2E[@]}" --quantization fp8
+fi
+if want profile; then  # issue 18: where a decode step's time goes, kernel by kernel (Nsight Compute, eager steps)
+  for b in ${SPLASH_PROFILE_BATCHES:-1 64}; do
+    t0=$SECONDS
+    timeout 400 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$LOG/ncu_b$b.log" \
+      ./$BUILD/splash bench e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
+      --input-len 32 --output-len 5 --warmup 0 --disable-cuda-graph --bandwidth-gbs 3000 --peak-tflops 800 \
+      > "$LOG/ncu_b$b.out" 2> "$LOG/ncu_b$b.err"
+    rc=$?
+    python3 bench/kernel_profile.py "$LOG/ncu_b$b.log" --steps 4 | tee "$LOG/profile_b$b.txt" | head -40
+    row "kernel profile B=$b (profile_b$b.txt)" "rc=$rc ($((SECONDS - t0)) s)"
+  done
+fi
+if want traces && [ "$T" -ge 2 ]; then  # issue 22: the scheduler and the simulator against real NCCL runs at T ranks
+  GPU_TAG=$(head -1 "$LOG/gpu.txt" | tr 'A-Z' 'a-z' | grep -oE '\b[a-z][0-9]{2,4}\b' | head -1)
+  PROF=$LOG/profile-${GPU_TAG:-gpu}-x$T-deepseek-v3-attn.json
+  MODEL=(--model builtin:deepseek-v3-attn --load-format dummy)
+  t0=$SECONDS
+  timeout 300 ./$BUILD/splash calibrate --backend cuda --ranks "$T" "${MODEL[@]}" --output "$PROF" > "$LOG/calibrate_x$T.log" 2>&1
+  row "calibrate T=$T deepseek-v3-attn" "rc=$? ($((SECONDS - t0)) s)"
+  grep -v '^\[' "$LOG/calibrate_x$T.log" | tail -3
+  MEM=$(awk -F', ' '{print int($3 / 1024) "G"}' "$LOG/gpu.txt" | head -1)
+  for tr in ${SPLASH_TRACES:-rollout-drain long-context-mix phase-change grpo}; do
+    TR=(--trace "$tr" --trace-size ${SPLASH_TRACE_SIZE:-16} --trace-context ${SPLASH_TRACE_CONTEXT:-4096} --time-scale 0.01)
+    t0=$SECONDS
+    timeout 400 ./$BUILD/splash bench trace --backend cuda --ranks "$T" "${MODEL[@]}" --layouts tp,dp,cp,dop,auto \
+      --cost-profile "$PROF" "${TR[@]}" --csv "$LOG/trace_${tr}_x$T.csv" > "$LOG/trace_${tr}_x$T.log" 2>&1
+    row "bench trace $tr T=$T" "rc=$? ($((SECONDS - t0)) s)"
+    grep -v '^\[' "$LOG/trace_${tr}_x$T.log" | tail -8
+    timeout 120 ./$BUILD/splash simulate --profile "$PROF" --model builtin:deepseek-v3-attn --ranks "$T" --backend cuda \
+      --mem-per-rank "$MEM" --layouts tp,dp,cp,dop,auto "${TR[@]}" --compare "$LOG/trace_${tr}_x$T.csv" \
+      > "$LOG/simulate_${tr}_x$T.log" 2>&1
+    row "simulate $tr T=$T vs measured" "rc=$?"
+    grep -v '^\[' "$LOG/simulate_${tr}_x$T.log" | tail -9
   done
 fi
 if want switch && [ "$T" -ge 2 ]; then  # paper section 5: switch primitives and the 12-direction live table

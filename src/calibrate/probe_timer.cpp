@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/fp8.h"
 #include "core/sample_stats.h"
 
 namespace splash {
@@ -38,7 +39,12 @@ Tensor patterned(Backend& be, DType dtype, std::initializer_list<int64_t> shape)
   Tensor host = cpu_tensor(DType::F32, shape);
   float* p = host.ptr<float>();
   for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<float>(i % 7 - 3) * 0.01f;
-  return be.upload(host, dtype);
+  if (dtype != DType::F8E4M3) return be.upload(host, dtype);
+  // Backends convert only into float dtypes: FP8 codes (unit scale) are encoded here, by the engine's rule.
+  Tensor codes = cpu_tensor(DType::F8E4M3, shape);
+  uint8_t* c = codes.ptr<uint8_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) c[i] = fp8_e4m3_encode(p[i]);
+  return be.upload(codes, dtype);
 }
 
 }  // namespace splash

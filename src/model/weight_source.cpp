@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/parallel_chunks.h"
 #include "model/checkpoint.h"
 #include "model/fp8_block.h"
 
@@ -104,15 +105,17 @@ class DummyWeights : public WeightSource {
     }
     // Uniform in +-1/sqrt(fan_in) keeps activations bounded through deep stacks.
     const float a = 1.0f / std::sqrt(static_cast<float>(shape.back()));
-    uint64_t state = seed_ ^ fnv1a(name);
-    for (int64_t i = 0; i < n; ++i) {
-      state += 0x9e3779b97f4a7c15ull;
-      uint64_t z = state;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      p[i] = a * (static_cast<float>(z >> 40) / static_cast<float>(1 << 23) - 1.0f);
-    }
+    // splitmix64: value i comes from state0 + (i + 1) * gamma alone, so chunks run in parallel.
+    const uint64_t state0 = seed_ ^ fnv1a(name);
+    parallel_chunks(n, int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        uint64_t z = state0 + static_cast<uint64_t>(i + 1) * 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        p[i] = a * (static_cast<float>(z >> 40) / static_cast<float>(1 << 23) - 1.0f);
+      }
+    });
     return out;
   }
 

@@ -214,6 +214,8 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
   auto run = [&] {
     if (c.generic)
       cuda::absorbed_attention_generic(out, lse, q_dev, kv, c.scale, nullptr);
+    else if (c.token_split)
+      cuda::absorbed_attention_token_split(out, lse, q_dev, kv, c.scale, nullptr);
     else
       cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
     check(cudaDeviceSynchronize());

@@ -62,6 +62,17 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
+namespace {
+
+void set_scale_pointers(cublasLtMatmulDesc_t op, const GemmProblem& p) {
+  if (p.a_scale)
+    SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.a_scale, sizeof(p.a_scale)));
+  if (p.b_scale)
+    SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.b_scale, sizeof(p.b_scale)));
+}
+
+}  // namespace
+
 size_t Blas::KeyHash::operator()(const Key& k) const {
   size_t h = 1469598103934665603ull;
   for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
@@ -115,6 +126,9 @@ Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   if (p.b_scale_mode >= 0)
     SPLASH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &p.b_scale_mode,
                                                        sizeof(p.b_scale_mode)));
+  // The block-scaled modes refuse a heuristic query without scale pointers ("requires a custom pointer",
+  // cuBLASLt 13.1); try_run sets each call's own pointers.
+  set_scale_pointers(plan.op, p);
   const bool ta = p.ta != CUBLAS_OP_N, tb = p.tb != CUBLAS_OP_N;
   SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, p.ab_type, ta ? p.k : p.m, ta ? p.m : p.k, p.lda));
   SPLASH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, p.ab_type, tb ? p.n : p.k, tb ? p.k : p.n, p.ldb));
@@ -151,12 +165,7 @@ Blas::Plan& Blas::plan_for(const GemmProblem& p) {
 bool Blas::try_run(const GemmProblem& p, cudaStream_t st) {
   Plan& plan = plan_for(p);
   if (!plan.usable) return false;
-  if (p.a_scale)
-    SPLASH_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.a_scale, sizeof(p.a_scale)));
-  if (p.b_scale)
-    SPLASH_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.b_scale, sizeof(p.b_scale)));
+  set_scale_pointers(plan.op, p);
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   const cublasStatus_t status = cublasLtMatmul(lt_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.d, plan.d,
                                                p.d, plan.d, &plan.algo, workspace_, workspace_bytes_, st);

@@ -16,6 +16,7 @@ struct Fp8RowGroups {
   int64_t rows = 0;                // > 0: groups of this many rows (the last may be short)
   const int32_t* offsets = nullptr;  // else device offsets[g] .. offsets[g + 1] (I32, groups + 1 of them)
   int groups = 0;
+  int64_t padded_rows = 0;  // with rows: > M lays out this many rows, those past x's written as zeros
 };
 
 // x [M, K] (a float dtype, rows contiguous) -> q (E4M3 bytes) and scales as above, on stream st.

@@ -42,6 +42,13 @@ void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tens
                                 const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
                                 const Tensor& row_kv_len, float scale, cudaStream_t s);
 
+// absorbed_attention with the 64-head kernel whose warpgroups each score half of a tile's tokens
+// (docs/gpu-attention.md, v4) where the warp-specialized kernel would run (bf16 cache, C 512 + 64, heads a
+// multiple of 64); elsewhere the same kernels as absorbed_attention. For tests and the bench, which
+// compare the two.
+void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
+                                    float scale, cudaStream_t s);
+
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).
 void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, cudaStream_t s);

@@ -4,7 +4,9 @@
 // online softmax, O += P V with V the first C columns of the same tile. Long contexts are split over
 // blocks (flash-decoding, mla_decode_splits.cu) so that one row still fills every SM; a second kernel
 // merges the splits by lse. Built for (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned rows; every
-// other shape or layout goes to the generic kernel (mla_decode_generic.cu).
+// other shape or layout goes to the generic kernel (mla_decode_generic.cu). A bf16 cache at C 512 with
+// heads a multiple of 64 (V3's 128 per rank) runs the warp-specialized kernel of mla_decode_wg.cu instead
+// of this file's 64-head instance, which absorbed_attention_token_split keeps reachable for comparison.
 // FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
 // block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
 // them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh); Q is
@@ -18,6 +20,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla_decode_wg.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {
@@ -306,9 +309,13 @@ void launch_decode(const DecodeArgs& a, cudaStream_t s) {
   if (a.res.splits > 1) combine_splits(a.res, s);
 }
 
-// Heads per block as launch_tensor_core counted them: 16, 32 or 64.
+// Heads per block as launch_tensor_core counted them: 16, 32 or 64. A bf16 cache at C 512 with heads a
+// multiple of 64 goes to the warp-specialized kernel (mla_decode_wg.cu) unless token_split asks for
+// this file's 64-head kernel.
 template <int C, int W, class T>
-void dispatch_heads(const DecodeArgs& a, cudaStream_t s) {
+void dispatch_heads(const DecodeArgs& a, cudaStream_t s, bool token_split) {
+  if constexpr (std::is_same_v<T, bf16> && C == 512)
+    if (!token_split && a.res.H % kWgHeads == 0) return launch_decode_wg(a, s);
   if constexpr (std::is_same_v<T, e4m3> && C == 512) {
     if (a.res.H <= 32) return launch_decode_fp8(a, s);
     launch_decode<C, W, 64, T>(a, s);
@@ -352,7 +359,7 @@ void check_absorbed_args(const Tensor& out, const Tensor& lse, const Tensor& q, 
 }
 
 void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
-                        cudaStream_t s) {
+                        cudaStream_t s, bool token_split) {
   const int64_t H = q.size(1), C = out.size(2);
   DecodeArgs a{};
   static_cast<PagedRows&>(a) = paged_rows(q, kv);
@@ -362,21 +369,32 @@ void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, c
   a.res = split_results(out, lse, kv, a.G, s);
   const bool fp8 = kv.pool.dtype() == DType::F8E4M3;
   if (C == 512)
-    fp8 ? dispatch_heads<512, 576, e4m3>(a, s) : dispatch_heads<512, 576, bf16>(a, s);
+    fp8 ? dispatch_heads<512, 576, e4m3>(a, s, token_split) : dispatch_heads<512, 576, bf16>(a, s, token_split);
   else
-    fp8 ? dispatch_heads<64, 80, e4m3>(a, s) : dispatch_heads<64, 80, bf16>(a, s);
+    fp8 ? dispatch_heads<64, 80, e4m3>(a, s, token_split) : dispatch_heads<64, 80, bf16>(a, s, token_split);
+}
+
+// The public entry points' common path: the tensor-core kernels where the shape and alignment fit.
+void absorbed(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale, cudaStream_t s,
+              bool token_split) {
+  check_absorbed_args(out, lse, q, kv);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  if (tensor_core_fits(out, q, kv))
+    launch_tensor_core(out, lse, q, kv, scale, s, token_split);
+  else
+    launch_absorbed_generic(out, lse, q, kv, scale, s);
 }
 
 }  // namespace
 
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s) {
-  check_absorbed_args(out, lse, q, kv);
-  if (q.size(0) == 0 || q.size(1) == 0) return;
-  if (tensor_core_fits(out, q, kv))
-    launch_tensor_core(out, lse, q, kv, scale, s);
-  else
-    launch_absorbed_generic(out, lse, q, kv, scale, s);
+  absorbed(out, lse, q, kv, scale, s, false);
+}
+
+void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
+                                    float scale, cudaStream_t s) {
+  absorbed(out, lse, q, kv, scale, s, true);
 }
 
 void absorbed_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,

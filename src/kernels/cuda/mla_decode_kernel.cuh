@@ -89,6 +89,31 @@ __device__ void store_empty_block(const DecodeArgs& a, const DecodeBlock& b) {
   }
 }
 
+// The online softmax's step for a thread's rows srow and srow + 8 (s[j][e] and s[j][2 + e], log2 units,
+// masked to -inf) given the tile's row maxima m_tile: alpha (the factor on earlier sums and outputs),
+// m_run and l_run move on, and s becomes p = 2^(s - m_run), added to l_run. m_tile is finite (every tile
+// holds a valid token for every head: tiles start inside the range).
+template <int SNT>
+__device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (&m_tile)[2], float (&m_run)[2],
+                                               float (&l_run)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = fmaxf(m_run[r], m_tile[r]);
+    alpha[r] = exp2f(m_run[r] - m_new);
+    m_run[r] = m_new;
+    l_run[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int j = 0; j < SNT; ++j) {
+    s[j][0] = exp2f(s[j][0] - m_run[0]);
+    s[j][1] = exp2f(s[j][1] - m_run[0]);
+    s[j][2] = exp2f(s[j][2] - m_run[1]);
+    s[j][3] = exp2f(s[j][3] - m_run[1]);
+    l_run[0] += s[j][0] + s[j][1];
+    l_run[1] += s[j][2] + s[j][3];
+  }
+}
+
 // The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
 // the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
 // from t_end on are masked; scores become log2 units by their row's factor row_f (the softmax scale in
@@ -127,27 +152,19 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
   }
   __syncthreads();
 
-  // Every tile holds a valid token for every head (tiles start inside the range), so m_new is finite.
+  float m_tile[2] = {kNegInf, kNegInf};
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float m_new = m_run[r];
+  for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int k = 0; k < K::TG; ++k) m_new = fmaxf(m_new, red_max[k * K::HB + srow + 8 * r]);
-    alpha[r] = exp2f(m_run[r] - m_new);
-    m_run[r] = m_new;
-    l_run[r] *= alpha[r];
-  }
+    for (int k = 0; k < K::TG; ++k) m_tile[r] = fmaxf(m_tile[r], red_max[k * K::HB + srow + 8 * r]);
+  online_softmax(s, m_tile, m_run, l_run, alpha);
 #pragma unroll
   for (int j = 0; j < K::SNT; ++j) {
-    const float p0 = exp2f(s[j][0] - m_run[0]), p1 = exp2f(s[j][1] - m_run[0]);
-    const float p2 = exp2f(s[j][2] - m_run[1]), p3 = exp2f(s[j][3] - m_run[1]);
-    l_run[0] += p0 + p1;
-    l_run[1] += p2 + p3;
     const float f0 = K::kScaled ? ts[j].x * p_norm : 1.f, f1 = K::kScaled ? ts[j].y * p_norm : 1.f;
     const int col = col0 + 8 * j;
     using P = typename K::PElem;
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_pair<P>(p0 * f0, p1 * f1);
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_pair<P>(p2 * f0, p3 * f1);
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_pair<P>(s[j][0] * f0, s[j][1] * f1);
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_pair<P>(s[j][2] * f0, s[j][3] * f1);
   }
 }
 
