@@ -35,7 +35,7 @@ void quantize_fp8_rows(const float* x, int64_t x_stride, int64_t rows, int64_t c
 void quantize_fp8_blocks(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scales) {
   const int64_t row_blocks = fp8_blocks(rows), col_blocks = fp8_blocks(cols);
   // Row blocks are independent: chunks of them run on every core (large models are quantized at load).
-  const int64_t min_row_blocks = std::max<int64_t>(1, (int64_t{1} << 20) / (kFp8Block * std::max<int64_t>(cols, 1)));
+  const int64_t min_row_blocks = std::max<int64_t>(1, kLoadChunkElems / (kFp8Block * std::max<int64_t>(cols, 1)));
   parallel_chunks(row_blocks, min_row_blocks, [&](int64_t br_begin, int64_t br_end) {
     for (int64_t br = br_begin; br < br_end; ++br)
       for (int64_t bc = 0; bc < col_blocks; ++bc) {

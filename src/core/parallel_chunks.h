@@ -7,6 +7,11 @@
 
 namespace splash {
 
+// Elements per chunk of a load-time loop: about a millisecond of work at the loops' 10-20 ns an element
+// (dummy values, FP8 quantization), well above a thread's start, and small enough that one expert's
+// matrix (a few million elements) spreads over every core.
+constexpr int64_t kLoadChunkElems = int64_t{1} << 16;
+
 // Calls fn(begin, end) over disjoint chunks covering [0, n), each at least min_chunk long (so small
 // tensors stay on the calling thread); returns when all are done. fn must not throw across threads:
 // an exception is rethrown on the caller after every chunk has finished.

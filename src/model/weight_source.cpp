@@ -107,7 +107,7 @@ class DummyWeights : public WeightSource {
     const float a = 1.0f / std::sqrt(static_cast<float>(shape.back()));
     // splitmix64: value i comes from state0 + (i + 1) * gamma alone, so chunks run in parallel.
     const uint64_t state0 = seed_ ^ fnv1a(name);
-    parallel_chunks(n, int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+    parallel_chunks(n, kLoadChunkElems, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         uint64_t z = state0 + static_cast<uint64_t>(i + 1) * 0x9e3779b97f4a7c15ull;
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
