@@ -169,9 +169,7 @@ class Backend {
   // through each layer's pages on the device, so its per-layer host work is per page, not per token.
   virtual void map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_size, Stream s = {}) = 0;
   // Absorbed MLA (MQA over the latent): q[N, H, W], K = pool tokens [W], V = their first C values.
-  // out[N, H, C], lse[N, H] (F32, natural log; -inf and out = 0 for a row with no tokens). Over an
-  // F8E4M3 pool each q row [W] is first quantized by the cache's own rule (quantize_e4m3_token) and read
-  // back: the scores are products of e4m3 codes (docs/kv-cache-dtype.md, "The query over an FP8 cache").
+  // out[N, H, C], lse[N, H] (F32, natural log; -inf and out = 0 for a row with no tokens).
   virtual void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) = 0;
   // Expanded MLA (MHA): q[N, H, d_n + d_r]; k_nope[Tk, H, d_n], k_pe[Tk, d_r] shared by heads,
   // v[Tk, H, d_v]; row n attends to tokens [kv_start[n], kv_start[n] + kv_len[n]).

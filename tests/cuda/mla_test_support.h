@@ -72,14 +72,12 @@ struct PagedCase {
   bool generic = false;      // the generic kernel whatever the shape
   bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
   PoolValues values = PoolValues::kBf16;
-  // fp8: how far (relative Frobenius) the reference's out must move when its query is not quantized, so
-  // that a kernel skipping the query's rule fails the comparison (0: not checked).
-  double query_rule_effect = 0;
+  // q's row n, head h times q_magnitudes[(n + h) % size], rounded to bf16 again (empty: as drawn, in [-1, 1)).
+  std::vector<float> q_magnitudes;
 };
 
-// The case on the GPU (the public dispatch, the generic kernel, or the token-split one) against the CPU
-// reference over the same pool (for fp8: the codes times their scales, dequantized in f32, and the query
-// quantized by the cache's rule), run twice for identical bits.
+// The case on the GPU (the public dispatch, the generic kernel, or the token-split one) against the CPU reference over the
+// pool's values (for fp8: the codes times their scales, dequantized in f32), run twice for identical bits.
 void run_absorbed(const PagedCase& c, uint32_t seed);
 
 // A decode batch at page size 1: `rows` sequences of 0..160 tokens (drawn from seed), each attended in

@@ -1,8 +1,8 @@
 // Absorbed decode over an FP8 latent pool (e4m3 codes, one f32 scale per token) against the CPU
-// reference over the same pool (its dequantized f32 values, and each query row quantized by the cache's
-// rule): every kernel that reads fp8 (the fragment kernel at C 512 + 64 with up to 32 heads per block,
-// the converted-tile kernel at 64 heads and at C 64 + 16, and the generic kernel), with the bf16 tests'
-// tolerances, NaN-poisoned outputs and a bit-identical rerun (mla_test_support.h).
+// reference over the pool's dequantized f32 values: every kernel that reads fp8 (the fragment kernel at
+// C 512 + 64 with up to 32 heads per block, the converted-tile kernel at 64 heads and at C 64 + 16, and
+// the generic kernel), with the bf16 tests' tolerances, NaN-poisoned outputs and a bit-identical rerun
+// (mla_test_support.h).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -64,8 +64,8 @@ TEST_F(AbsorbedAttentionFp8, PartialHeadGroupsAtV3Latent) {
 // A decode batch of 16 heads large enough to need no split, page size 1: the kernel writes out itself.
 TEST_F(AbsorbedAttentionFp8, SixteenHeadsBatchPageOne) { run_absorbed(fp8(batch_case(16, 512, 64, 300, 9)), 3500); }
 
-// 32 heads (the fragment kernel's two m-tiles) and 64 (converted tiles, wgmma) at 512 + 64, pages of 1,
-// 16 and 64: a split row, full and partial rows, an empty row.
+// 32 heads (the fragment kernel's two m-tiles, Q's last block in shared memory) and 64 (converted tiles,
+// wgmma) at 512 + 64, pages of 1, 16 and 64: a split row, full and partial rows, an empty row.
 TEST_F(AbsorbedAttentionFp8, ThirtyTwoAndSixtyFourHeadsAllPageSizes) {
   for (int H : {32, 64})
     for (int page : {1, 16, 64}) {
@@ -76,22 +76,17 @@ TEST_F(AbsorbedAttentionFp8, ThirtyTwoAndSixtyFourHeadsAllPageSizes) {
     }
 }
 
-// The query's quantization (the cache's rule) in every kernel: sharp scores (softmax scale 1), where
-// the reference moves by several times the tolerance if the query is not quantized.
-TEST_F(AbsorbedAttentionFp8, QueryQuantizedInEveryKernel) {
-  const std::vector<PagedCase> cases{
-      {16, 512, 64, 16, {3000, 40}, {{0, 3000}, {1, 40}}},    // fragment kernel, 16 heads
-      {32, 512, 64, 64, {3000, 40}, {{0, 3000}, {1, 40}}},    // fragment kernel, 32 heads
-      {128, 512, 64, 64, {700, 40}, {{0, 700}, {1, 40}}},     // converted tiles, wgmma
-      {8, 64, 16, 16, {1500, 40}, {{0, 1500}, {1, 40}}},      // converted tiles, mma.sync
-      {12, 256, 32, 16, {1500, 40}, {{0, 1500}, {1, 40}}},    // generic
-  };
-  for (size_t i = 0; i < cases.size(); ++i) {
-    PagedCase c = fp8(cases[i]);
-    SCOPED_TRACE(testing::Message() << "C " << c.C << " d_r " << c.dr << " H " << c.H);
-    c.scale = 1.f;
-    c.query_rule_effect = 2.5e-2;
-    run_absorbed(c, 3480 + static_cast<uint32_t>(i));
+// The fragment kernel's f16 query (each row times its power of two): rows of 1e-7 (which plain f16
+// would hold in a few subnormal steps; the softmax scale makes their scores order 1), 1e4 and 1e25
+// (past f16's range; one-hot softmax), all zeros, bf16 subnormals (1e-39), and 1, per (row, head), at
+// 16 and 32 heads with a split row.
+TEST_F(AbsorbedAttentionFp8, QueryRowsOfExtremeMagnitudes) {
+  for (int H : {16, 32}) {
+    SCOPED_TRACE(H);
+    PagedCase c = fp8({H, 512, 64, 16, {3000, 40}, {{0, 3000}, {1, 40}, {0, 100}}});
+    c.scale = 3e6f;
+    c.q_magnitudes = {1e-7f, 1e4f, 0.f, 1e-39f, 1e25f, 1.f};
+    run_absorbed(c, 3550 + H);
   }
 }
 
@@ -105,7 +100,8 @@ TEST_F(AbsorbedAttentionFp8, V3HeadsSplitContext) {
 // A 128-head decode batch at page size 1, no split.
 TEST_F(AbsorbedAttentionFp8, V3BatchPageOne) { run_absorbed(fp8(batch_case(128, 512, 64, 140, 10)), 3700); }
 
-// Only subnormal and smallest normal codes: their conversion to bf16 must be exact in every kernel
+// Only subnormal and smallest normal codes: their conversion to bf16 (f16 in the fragment kernel) must be
+// exact in every kernel
 // (a conversion that flushed them would give near-zero scores and outputs).
 TEST_F(AbsorbedAttentionFp8, SubnormalCodesEveryKernel) {
   const std::vector<PagedCase> cases{

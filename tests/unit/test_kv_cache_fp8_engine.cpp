@@ -1,7 +1,7 @@
 // The FP8 latent cache through the engine on the fixture: every layout at T = 1..4 decodes the same
-// greedy tokens from an FP8 cache (in one attention form: the absorbed form quantizes its query), page
-// copies of the prefix cache move FP8 records, and a switch in any of the 12 directions moves them
-// bit-exactly (never re-quantizing): the tokens equal those of the run that never switched.
+// greedy tokens from an FP8 cache, page copies of the prefix cache move FP8 records, and a switch in any
+// of the 12 directions moves them bit-exactly (never re-quantizing): the tokens equal those of the run
+// that never switched.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -39,10 +39,6 @@ struct Fp8Run {
 // Every reference prompt, batched (chunked prefill mixed with decodes), 24 greedy tokens each.
 std::vector<std::vector<int32_t>> generate(const Fp8Run& r, Engine** keep = nullptr) {
   EngineOptions o;
-  // One attention form in every run: over an FP8 cache the absorbed form quantizes its query
-  // (docs/kv-cache-dtype.md) and the expanded form does not, so layouts whose prefill takes different
-  // forms (DOP's is absorbed) would compute different functions.
-  o.form = AttnForm::Absorbed;
   o.group.ranks = r.ranks;
   o.group.layout = r.layout;
   o.group.page_size = 8;
@@ -134,7 +130,6 @@ TEST(Fp8KvEngine, EveryLayoutDecodesTheSameTokens) {
 TEST(Fp8KvEngine, PrefixCachePageCopiesKeepTheTokens) {
   // The prompts twice: the second round hits the cache, whose partial last pages are copied (records).
   EngineOptions o;
-  o.form = AttnForm::Absorbed;  // as fp8_tokens()
   o.group.ranks = 2;
   o.group.layout = Layout::DOP;
   o.group.page_size = 8;

@@ -89,13 +89,6 @@ bool raw_rows(const LatentPool& pool, const Tensor& rows, const char* op) {
   return false;
 }
 
-// A query row over an FP8 cache: quantized by the cache's per-token rule and read back (out[W]), as the
-// GPU's scores take it (e4m3 codes on FP8 tensor cores).
-void fp8_query_row(const float* q, int64_t W, uint8_t* codes, float* out) {
-  const float s = quantize_e4m3_token(q, W, codes);
-  for (int64_t w = 0; w < W; ++w) out[w] = f8e4m3_to_f32(codes[w]) * s;
-}
-
 }  // namespace
 
 void CpuBackend::store_latents(const LatentPool& pool, Tensor latent, Tensor slots, Stream) {
@@ -134,7 +127,7 @@ void CpuBackend::map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_s
 
 // Over an F32 pool the tokens are read in place; over a BF16 or F8E4M3 pool each row's tokens are first
 // converted to f32 (dequantized with their scales), so attention over a quantized pool equals attention
-// over its dequantized values exactly (over an F8E4M3 pool with each q row quantized, fp8_query_row).
+// over its dequantized values exactly.
 void CpuBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) {
   const int64_t N = q.size(0), H = q.size(1), W = q.size(2), C = out.size(2);
   const int64_t page = kv.pool.size(1), max_pages = kv.page_table.size(1);
@@ -142,8 +135,7 @@ void CpuBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const Page
   const LatentPool pool(kv.pool, kv.scales);
   check_pool(pool, "attention_absorbed");
   const bool in_place = kv.pool.dtype() == DType::F32;
-  std::vector<float> s, values, q_fp8(pool.fp8() ? W : 0);
-  std::vector<uint8_t> q_codes(q_fp8.size());
+  std::vector<float> s, values;
   std::vector<const float*> toks;
   for (int64_t n = 0; n < N; ++n) {
     const int32_t seq = kv.row_seq.ptr<int32_t>()[n];
@@ -165,10 +157,6 @@ void CpuBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const Page
     s.resize(len);
     for (int64_t h = 0; h < H; ++h) {
       const float* qv = q.ptr<float>() + n * q.stride(0) + h * q.stride(1);
-      if (pool.fp8()) {
-        fp8_query_row(qv, W, q_codes.data(), q_fp8.data());
-        qv = q_fp8.data();
-      }
       for (int64_t t = 0; t < len; ++t) s[t] = cpu::dot(qv, toks[t], W) * scale;
       float l = softmax_lse(s, len);
       float* o = out.ptr<float>() + n * out.stride(0) + h * out.stride(1);

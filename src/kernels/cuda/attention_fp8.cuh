@@ -1,14 +1,11 @@
 #pragma once
 // FP8 latent tiles for the attention kernels: e4m3 codes become bf16 (and f16) exactly (3 mantissa bits
 // and exponents 2^-9 .. 2^8 fit both), so the kernels run 16-bit tensor-core products on the codes and
-// apply each token's scale outside them: to its scores, and to its probabilities in P V. The query over
-// an FP8 cache is quantized by the cache's rule (quantize_q_row): a score is then an exact sum of
-// products of codes, times the query's and the token's scales.
+// apply each token's scale outside them: to its scores, and to its probabilities in P V.
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
-#include "core/fp8.h"
 #include "kernels/cuda/attention_tiles.cuh"
 
 namespace splash::cuda::attn {
@@ -53,28 +50,6 @@ __device__ __forceinline__ void e4m3x4_to_f16(uint32_t x, uint32_t& lo, uint32_t
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
       : "=r"(lo), "=r"(hi)
       : "r"(x));
-}
-
-// The query rule of absorbed attention over an FP8 cache (docs/kv-cache-dtype.md): a q row of W values
-// is quantized as a cache token is (core/fp8.h: scale = amax / 448, codes rounded to nearest even,
-// saturating), by one warp. load(c) gives column c as f32, store(c, code) takes its code. Returns the
-// row's scale in every lane.
-template <class Load, class Store>
-__device__ __forceinline__ float quantize_q_row(int W, const Load& load, const Store& store) {
-  const int lane = threadIdx.x & 31;
-  float amax = 0.f;
-  for (int c = lane; c < W; c += 32) amax = fmaxf(amax, fabsf(load(c)));
-  const float scale = fp8_block_scale(warp_max(amax));
-  for (int c = lane; c < W; c += 32) store(c, fp8_quantize(load(c), scale));
-  return scale;
-}
-
-// A bf16 q row in shared memory (element c at row[at(c)]) replaced by its FP8 values, which bf16 holds
-// exactly (the codes, unscaled: the returned scale goes on the scores).
-template <class At>
-__device__ __forceinline__ float quantize_q_row_in_place(bf16* row, int W, const At& at) {
-  return quantize_q_row(
-      W, [&](int c) { return __bfloat162float(row[at(c)]); }, [&](int c, uint8_t code) { row[at(c)] = e4m3_to_bf16(code); });
 }
 
 // 4-byte asynchronous global -> shared copy (a token's scale); zero-filled when !valid.

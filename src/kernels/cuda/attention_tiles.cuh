@@ -74,23 +74,20 @@ __device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[2], const bf16* p) {
                : "r"(smem_addr(p)));
 }
 
-// d += a b for a 16x16 A fragment (row-major) and a 16x8 B fragment (column-major).
+// d += a b for a 16x16 A fragment (row-major) and a 16x8 B fragment (column-major) of 16-bit elements
+// AB ("bf16", or "f16": exact for e4m3 codes, the fp8 kernel's products).
+#define SPLASH_MMA_M16N8K16(AB, d, a, b0, b1)                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." AB "." AB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};\n"                                                                              \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  SPLASH_MMA_M16N8K16("bf16", d, a, b0, b1);
 }
-
-// The same for f16 operands (exact for e4m3 codes: the fp8 kernel's products).
 __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  SPLASH_MMA_M16N8K16("f16", d, a, b0, b1);
 }
+#undef SPLASH_MMA_M16N8K16
 
 // Two floats as a bf16 pair, the first in the low half (the lower column of a fragment).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

@@ -9,8 +9,7 @@
 // of this file's 64-head instance, which absorbed_attention_token_split keeps reachable for comparison.
 // FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
 // block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
-// them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh); Q is
-// quantized by the cache's rule in shared memory (its codes are exact in bf16), its scale on the scores.
+// them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh).
 #include <type_traits>
 
 #include "kernels/cuda/attention_fp8.cuh"
@@ -137,21 +136,11 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
-  if constexpr (K::kScaled || !K::kWgmma) {
-    cp_async_wait<K::kStages - 1>();  // Q
-    __syncthreads();
-  }
-  if constexpr (K::kScaled) {  // Q's rows as FP8 codes in place (wgmma reads them after the loop's fence)
-    for (int r = warp; r < K::HB; r += K::kWarps) {
-      const float qs = quantize_q_row_in_place(q_s, K::W, [&](int c) { return slab<K::HB>(r, c); });
-      if (lane == 0) rs.qscale[r] = qs;
-    }
-    __syncthreads();
-  }
-  const float row_f[2] = {a.scale_log2 * (K::kScaled ? rs.qscale[srow] : 1.f),
-                          a.scale_log2 * (K::kScaled ? rs.qscale[srow + 8] : 1.f)};
+  const float row_f[2] = {a.scale_log2, a.scale_log2};
   uint32_t qf[K::kWgmma ? 1 : K::KSTEPS][4];
   if constexpr (!K::kWgmma) {
+    cp_async_wait<K::kStages - 1>();
+    __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < K::KSTEPS; ++ks)
       ldsm_x4(qf[ks], q_s + slab<K::HB>(mt * 16 + a_row(lane), ks * 16 + a_col(lane)));

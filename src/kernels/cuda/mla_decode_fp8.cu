@@ -6,15 +6,18 @@
 // run as f16 MMAs on the codes, which f16 holds exactly; the codes become f16 by the hardware conversion,
 // one instruction per two codes (sm_90 has no FP8 mma.sync: ptxas would lower one to the same
 // conversions, of both operands at every step, plus four adds).
-// - Q: the block's rows quantized by the cache's rule (quantize_q_row) into the last stage, which the
-//   first loads leave free, then into registers as f16 codes; each row's scale goes on its scores.
+// - Q: each thread's two score rows from global memory into registers, as f16 times a power of two per
+//   row that makes the conversion exact (f16_unit); its inverse goes on the row's scores. The query is
+//   the bf16 q, as in every other kernel and the CPU reference.
 // - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, one 4-byte word per k-step;
 //   the word's columns (0, 1) are k (2 t4, 2 t4 + 1) of the step, (2, 3) are k (2 t4 + 8, 2 t4 + 9), and
 //   Q's registers hold the same columns. With one n-tile of tokens per warp (16 heads) even and odd
 //   64-column blocks accumulate apart: two dependent chains of 18 MMAs instead of one of 36.
 // - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P. P is f16,
 //   so a token's factor is its scale over the tile's largest (in [0, 1]: no f16 overflow, and a tile's
-//   largest P keeps f16's full precision); that largest scale moves into the accumulators' rescale.
+//   largest P keeps f16's full precision); that largest scale moves into the accumulators' rescale (the
+//   invariant at o). A token whose scale is below 2^-14 of its tile's largest gets a subnormal f16 P
+//   (absolute step 2^-24): bf16-level accuracy for it holds to a scale ratio of about 2^16.
 // - O^T += V^T P^T: the values are the A operand (16 columns x 16 tokens), so a lane builds its fragments
 //   from one 4-byte word of each of its 4 tokens (columns 4 g .. 4 g + 3: two rows of each of two
 //   m-tiles) instead of transposed 16-bit loads; P is the B operand, read from shared memory.
@@ -44,17 +47,21 @@ struct Fp8DecodeCfg {
   // against NT 8-head n-tiles.
   static constexpr int CPW = C / kWarps, PAIRS = CPW / 32, NT = HB / 8;
   static constexpr int kStages = 6;
+  // Q's fragments: the first QBLK 64-column blocks in registers, the rest in shared memory. At 32 heads
+  // the accumulators take 64 registers and Q's 9 blocks 144, so the last block (d_r's) waits in shared
+  // memory, 4 KiB read as one 16-byte load per k-step, instead of spilling inside the loop.
+  static constexpr int QBLK = HB == 16 ? BLOCKS : BLOCKS - 1;
   // Shared memory (bytes).
   static constexpr int kRaw = 0;                          // codes [kStages][BT][W], swizzled
   static constexpr int kScale = kRaw + kStages * BT * W;  // token scales [kStages][BT]
   static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] f16 (swz)
-  static constexpr int kRows = kP + HB * BT * 2;          // RowStats
+  static constexpr int kQ = kP + HB * BT * 2;             // Q's shared blocks [MT][k-step][lane] of uint4
+  static constexpr int kRows = kQ + MT * (KSTEPS - 4 * QBLK) * 32 * 16;  // RowStats
   static constexpr int kSmem = kRows + RowStats<TG, HB>::kBytes;
   static_assert(HB == 16 || HB == 32, "one or two m-tiles of heads");
   static_assert(SNT >= 1 && PAIRS >= 1 && NT % 2 == 0, "fragment tiling");
   static_assert(W % 64 == 0, "rows of whole 4-chunk groups, which the chunk swizzle permutes");
   static_assert(BT == 64 && kThreads == 4 * BT, "a warp reads a tile's scales as two per lane; 4 loaders a token");
-  static_assert(HB <= BT, "Q's codes pass through one stage");
   static_assert(kSmem <= kMaxBlockSmem, "shared memory of one Hopper block");
   static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
@@ -64,6 +71,31 @@ template <class K>
 __device__ __forceinline__ int tile_byte(int t, int col) {
   const int row = t ^ ((t >> 1) & 1);
   return row * K::W + (((col >> 4) ^ ((row >> 1) & 2)) << 4) + (col & 15);
+}
+
+// A bf16 q row in f16 for the score MMAs, without quantizing it: the row times 2^e (up), its scores
+// times 2^-e (down), e taken from the row's largest magnitude amax (bf16 bits) so that amax 2^e lies in
+// [2^14, 2^15), below f16's largest finite 65504. An element whose scaled magnitude is at least 2^-14
+// (f16's smallest normal) is exact: bf16's 8 significant bits fit f16's 11. A smaller one lands in f16's
+// subnormals, step 2^-24, i.e. 2^-38 of the scaled amax: its error (at most 2^-25) is 2^-39 of the row's
+// largest term in every dot product, far below the bf16 rounding of the output. e = 141 - (amax's biased
+// exponent), capped at 126 so that 2^e and 2^-e are normal f32 (e ranges over [-114, 126]): a zero row
+// gets e 126, zero f16 values and zero scores; a subnormal amax (bf16 steps of 2^-133) scales to
+// multiples of 2^-7 below 1, exact in f16; the largest bf16 gets e -113 (inf or NaN: -114, and stays so).
+struct F16Unit {
+  float up, down;
+};
+__device__ __forceinline__ F16Unit f16_unit(uint32_t amax_bits) {
+  const int e = min(141 - static_cast<int>(amax_bits >> 7), 126);
+  return {__int_as_float((127 + e) << 23), __int_as_float((127 - e) << 23)};
+}
+// A bf16 pair (low half first) times `up`, as an f16 pair.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x, float up) {
+  return pack_pair<__half>(__uint_as_float(x << 16) * up, __uint_as_float(x & 0xffff0000u) * up);
+}
+__device__ __forceinline__ uint32_t quad_max_u(uint32_t v) {
+  v = max(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return max(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
 template <class K>
@@ -97,40 +129,61 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
   };
   load_first_tiles<K::kStages>(ntiles, load_tile);
 
-  // Q's codes [HB][W] (zero rows for heads past H) in the last stage, a warp per row, and its scales.
-  uint8_t* q_codes = raw_s + (K::kStages - 1) * K::BT * K::W;
-  for (int r = warp; r < K::HB; r += K::kWarps) {
-    const bool ok = b.h0 + r < a.res.H;
-    const bf16* q = a.q + b.n * a.q_s0 + (b.h0 + r) * a.q_s1;
-    const float qs = quantize_q_row(
-        K::W, [&](int c) { return ok ? __bfloat162float(q[c]) : 0.f; },
-        [&](int c, uint8_t code) { q_codes[r * K::W + c] = code; });
-    if (lane == 0) rs.qscale[r] = qs;
-  }
-  __syncthreads();
-  // This thread's score rows' A fragments, in the k order of the tile's words: k-step 4 blk + i takes
-  // columns 64 blk + 16 t4 + 4 i + (0, 1 | 2, 3).
+  // Q of this thread's score rows (zero for heads past H) straight from global memory, in the k order of
+  // the tile's words: k-step 4 blk + i takes columns 64 blk + 16 t4 + 4 i + (0, 1 | 2, 3). A quad holds
+  // whole rows, so it finds each row's amax, and the rows become f16 times their power of two (f16_unit).
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
-  const float row_f[2] = {a.scale_log2 * rs.qscale[srow], a.scale_log2 * rs.qscale[srow + 8]};
-  uint32_t qf[K::KSTEPS][4];
+  uint32_t qf[4 * K::QBLK][4];
+  float row_f[2];  // the scores' factor per row: log2 units, over the row's power of two
+  uint4* q_s = reinterpret_cast<uint4*>(smem + K::kQ) + mt * (K::KSTEPS - 4 * K::QBLK) * 32 + lane;
+  {
+    const int h_lo = b.h0 + srow, h_hi = h_lo + 8;
+    const bf16* q_lo = a.q + b.n * a.q_s0 + h_lo * a.q_s1;
+    const bf16* q_hi = q_lo + 8 * a.q_s1;
+    // k-step ks's columns of both rows as bf16 pairs: (lo.x, hi.x, lo.y, hi.y) = fragment registers 0..3.
+    auto load_q = [&](int ks) {
+      const int col = (ks / 4) * 64 + 16 * t4 + 4 * (ks % 4);
+      const uint2 lo = h_lo < a.res.H ? *reinterpret_cast<const uint2*>(q_lo + col) : make_uint2(0, 0);
+      const uint2 hi = h_hi < a.res.H ? *reinterpret_cast<const uint2*>(q_hi + col) : make_uint2(0, 0);
+      return make_uint4(lo.x, hi.x, lo.y, hi.y);
+    };
+    uint32_t amax_lo = 0, amax_hi = 0;  // |q| as bf16 pairs: their bits order as the magnitudes
 #pragma unroll
-  for (int blk = 0; blk < K::BLOCKS; ++blk) {
-    const int col = blk * 64 + 16 * t4;
-    const uint4 lo = *reinterpret_cast<const uint4*>(q_codes + srow * K::W + col);
-    const uint4 hi = *reinterpret_cast<const uint4*>(q_codes + (srow + 8) * K::W + col);
-    const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
+    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+      const uint4 v = load_q(ks);
+      amax_lo = __vmaxu2(amax_lo, __vmaxu2(v.x & 0x7fff7fffu, v.z & 0x7fff7fffu));
+      amax_hi = __vmaxu2(amax_hi, __vmaxu2(v.y & 0x7fff7fffu, v.w & 0x7fff7fffu));
+    }
+    const F16Unit u_lo = f16_unit(quad_max_u(max(amax_lo & 0xffffu, amax_lo >> 16)));
+    const F16Unit u_hi = f16_unit(quad_max_u(max(amax_hi & 0xffffu, amax_hi >> 16)));
+    row_f[0] = a.scale_log2 * u_lo.down;
+    row_f[1] = a.scale_log2 * u_hi.down;
+    // Again (from L1), now in f16: into registers, or (tg 0's copy) into q_s, read after the loop's first
+    // barrier.
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      e4m3x4_to_f16(lw[i], qf[4 * blk + i][0], qf[4 * blk + i][2]);
-      e4m3x4_to_f16(hw[i], qf[4 * blk + i][1], qf[4 * blk + i][3]);
+    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+      const uint4 v = load_q(ks);
+      const uint4 f = make_uint4(bf16x2_to_f16x2(v.x, u_lo.up), bf16x2_to_f16x2(v.y, u_hi.up),
+                                 bf16x2_to_f16x2(v.z, u_lo.up), bf16x2_to_f16x2(v.w, u_hi.up));
+      if (ks < 4 * K::QBLK) {
+        qf[ks][0] = f.x, qf[ks][1] = f.y, qf[ks][2] = f.z, qf[ks][3] = f.w;
+      } else if (tg == 0) {
+        q_s[(ks - 4 * K::QBLK) * 32] = f;
+      }
     }
   }
 
   float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
   float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
-  float o[K::PAIRS][2][K::NT][4] = {};  // O^T / max_sc: rows = columns of the pair's m-tiles, columns = heads
-  float max_sc = 1.f;                   // the last tile's largest token scale
+  // O^T: rows = columns of the pair's m-tiles, columns = heads. Invariant after tile i, per head:
+  //   o = sum over the tokens so far of 2^(s_t - m_run) sc_t codes_t / max_sc,  max_sc = M_i,
+  // with M_i the largest token scale of tile i (masked tokens have scale 0, and every tile holds a valid
+  // one, so M_i > 0). Tile i's P is 2^(s_t - m_run) sc_t / M_i (in [0, 1]); the earlier sum moves to the
+  // new m_run by alpha and to the new unit by M_{i-1} / M_i, both in the one rescale below. At the end
+  // out = o M_last / l exactly once, each split's part in true units beside its lse (the merge's input).
+  float o[K::PAIRS][2][K::NT][4] = {};
+  float max_sc = 1.f;  // M of the last tile (the first tile's rescale multiplies zeros)
   const int c0 = warp * K::CPW;
 
   for (int it = 0; it < ntiles; ++it) {
@@ -153,16 +206,23 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
         for (int i = 0; i < 4; ++i) {
           uint32_t b0, b1;
           e4m3x4_to_f16(words[i], b0, b1);
-          mma_f16(K::SNT == 1 && blk % 2 ? s_odd[j] : s[j], qf[4 * blk + i], b0, b1);
+          float(&acc)[4] = K::SNT == 1 && blk % 2 ? s_odd[j] : s[j];
+          if (blk < K::QBLK) {
+            mma_f16(acc, qf[4 * blk + i], b0, b1);
+          } else {
+            const uint4 v = q_s[(4 * (blk - K::QBLK) + i) * 32];
+            const uint32_t qsh[4] = {v.x, v.y, v.z, v.w};
+            mma_f16(acc, qsh, b0, b1);
+          }
         }
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] += s_odd[j][e];
     }
 
-    // P's token factors: scale / the tile's largest scale (masked tokens have scale 0).
+    // P's token factors: scale / M_i (the invariant above).
     const float tile_max_sc = warp_max(fmaxf(tile_sc[lane], tile_sc[lane + 32])), p_norm = 1.f / tile_max_sc;
-    const float rescale = max_sc * p_norm;  // the accumulators' units change with the largest scale
+    const float rescale = max_sc * p_norm;  // M_{i-1} / M_i, on the accumulators with alpha
     max_sc = tile_max_sc;
     const int tok0 = b.t_begin + it * K::BT + tg * K::TPW + 2 * t4;
     float alpha[2];
@@ -230,7 +290,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
       const int row = nt * 8 + 2 * t4 + e, head = b.h0 + row;
       if (head >= a.res.H) continue;
       const RowResult rr = row_result<K>(rs, rs.rowm[row], row);
-      const float f = rr.inv * max_sc;
+      const float f = rr.inv * max_sc;  // o M_last / l
 #pragma unroll
       for (int pr = 0; pr < K::PAIRS; ++pr)
 #pragma unroll

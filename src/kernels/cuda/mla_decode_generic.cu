@@ -12,8 +12,7 @@
 // over blocks and merged as in mla_decode.cu (mla_decode_splits.cu).
 // FP8 pools: the codes are converted to bf16 on their way into the same tiles (16-byte loads where the
 // rows allow, else byte loads; plain loads, not cp.async), and each token's scale goes to shared memory
-// beside its tile: it scales the token's score, and its P in P V. Q's rows are quantized by the cache's
-// rule in shared memory (their codes are exact in bf16), each row's scale on its scores.
+// beside its tile: it scales the token's score, and its P in P V.
 #include <limits>
 #include <type_traits>
 
@@ -54,17 +53,16 @@ struct GenericDecodeArgs : PagedRows {
 };
 
 // Shared memory (bytes): Q rows, then the KV stages (one array of rows with one stride), the partial
-// scores, P, per head alpha and 1 / l, and (fp8) per head the query's scale and the stages' token scales.
+// scores, P, per head alpha and 1 / l, and (fp8) the stages' token scales.
 struct GenericDecodeSmem {
-  int kv, s_part, p, alpha, inv, qscale, scale, total;
+  int kv, s_part, p, alpha, inv, scale, total;
   __host__ __device__ GenericDecodeSmem(int stride, int stages, bool scaled)
       : kv(kHeads * stride * 2),
         s_part(kv + stages * kTile * stride * 2),
         p(s_part + kQuarters * kHeads * kSStride * 4),
         alpha(p + kHeads * kPStride * 2),
         inv(alpha + kHeads * 4),
-        qscale(inv + kHeads * 4),
-        scale(qscale + (scaled ? kHeads * 4 : 0)),
+        scale(inv + kHeads * 4),
         total(scale + (scaled ? stages * kTile * 4 : 0)) {}
 };
 
@@ -95,7 +93,6 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
   float* alpha_s = reinterpret_cast<float*>(smem + L.alpha);
   float* inv_s = reinterpret_cast<float*>(smem + L.inv);
   float* sc_s = reinterpret_cast<float*>(smem + L.scale);
-  float* qs_s = reinterpret_cast<float*>(smem + L.qscale);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
@@ -173,22 +170,10 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
   };
   load_tile(0, 0);
   cp_async_commit();
-  if constexpr (kScaled) {  // Q's rows as FP8 codes in place; the fp8 tiles load without cp.async
-    cp_async_wait<0>();
-    __syncthreads();
-    for (int r = warp; r < kHeads; r += kWarps) {
-      const float qs = quantize_q_row_in_place(q_s + r * ws, W, [](int c) { return c; });
-      if (lane == 0) qs_s[r] = qs;
-    }
-    __syncthreads();
-  }
 
   const int tb = (warp & 1) * 16, kq = warp >> 1;  // score phase: tokens tb + [0, 16), k-steps kq + 4 i
   float m_run[2] = {kNegInf, kNegInf};             // softmax phase: heads 2 warp + r, same in every lane
   float l_run[2] = {0.f, 0.f};                     // this lane's share of the running sum
-  // Their scores' factor: log2 units, times the query's scale over an fp8 cache.
-  const float row_f[2] = {a.scale_log2 * (kScaled ? qs_s[2 * warp] : 1.f),
-                          a.scale_log2 * (kScaled ? qs_s[2 * warp + 1] : 1.f)};
   float o[UNITS][2][4] = {};                       // PV phase: unit warp + 8 j, two n-tiles each
 
   const int ntiles = (t_end - t_begin + kTile - 1) / kTile;
@@ -235,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
       float x = s_part[hr * kSStride + lane];
 #pragma unroll
       for (int k = 1; k < kQuarters; ++k) x += s_part[(k * kHeads + hr) * kSStride + lane];
-      x = valid ? x * (row_f[r] * ts) : kNegInf;
+      x = valid ? x * (kScaled ? a.scale_log2 * ts : a.scale_log2) : kNegInf;
       const float m_new = fmaxf(m_run[r], warp_max(x));
       const float alpha = exp2f(m_run[r] - m_new), p = exp2f(x - m_new);
       m_run[r] = m_new;

@@ -33,18 +33,14 @@ __device__ __forceinline__ DecodeBlock decode_block(const DecodeArgs& a, int hea
 }
 
 // The row statistics' shared arrays of a decode block (kBytes from p): per token group a tile's row
-// maxima and the final row sums ([TG][HB] each), per row alpha and the max (for threads that hold other
-// rows than their scores), and per row the query's FP8 scale (over an FP8 cache).
+// maxima and the final row sums ([TG][HB] each), and per row alpha and the max (for threads that hold
+// other rows than their scores).
 template <int TG, int HB>
 struct RowStats {
-  static constexpr int kBytes = (2 * TG * HB + 3 * HB) * 4;
-  float *red_max, *red_sum, *alpha, *rowm, *qscale;
+  static constexpr int kBytes = (2 * TG * HB + 2 * HB) * 4;
+  float *red_max, *red_sum, *alpha, *rowm;
   __device__ explicit RowStats(unsigned char* p)
-      : red_max(reinterpret_cast<float*>(p)),
-        red_sum(red_max + TG * HB),
-        alpha(red_sum + TG * HB),
-        rowm(alpha + HB),
-        qscale(rowm + HB) {}
+      : red_max(reinterpret_cast<float*>(p)), red_sum(red_max + TG * HB), alpha(red_sum + TG * HB), rowm(alpha + HB) {}
 };
 
 // The stage pipeline of cp.async tile loads, one commit group per step, empty or not (which keeps the
@@ -117,8 +113,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (
 // The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
 // the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
 // from t_end on are masked; scores become log2 units by their row's factor row_f (the softmax scale in
-// log2 units, times the query's FP8 scale over an FP8 cache), times each token's cache scale
-// tok_scale[col] when K::kScaled. The row max over the TG token groups meets in red_max ([TG][HB], one
+// log2 units, times the power of two the fp8 kernel put on its f16 query row), times each token's cache
+// scale tok_scale[col] when K::kScaled. The row max over the TG token groups meets in red_max ([TG][HB], one
 // barrier); m_run, l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] of
 // K::PElem) gets P, times the token scale times p_norm when scaled: P V then multiplies the stored values
 // by their scale (over p_norm, which the caller carries: f16 P takes the tile's scales over their max).
