@@ -175,6 +175,7 @@ void bench_decode(double copy_gbs) {
               "GB/s", "of_copy", "TFLOP/s", "v4_ms", "v4_TFLOP", "wg_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
               "fp8_speed", "rotate");
   std::mt19937 rng(5);
+  std::vector<double> fp8_long_16;  // fp8_speed at 16 heads, B >= 16, context >= 16K (issue 17: >= 1.8x)
   for (int H : heads)
     for (int B : batches)
       for (int ctx : contexts) {
@@ -221,7 +222,12 @@ void bench_decode(double copy_gbs) {
         if (ms_v4 > 0) std::snprintf(v4, sizeof v4, "%10.3f %9.0f %8.2fx", ms_v4, flops / ms_v4 / 1e9, ms_v4 / ms);
         std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
                     100.0 * gbs / copy_gbs, flops / ms / 1e9, v4, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
+        if (H == 16 && B >= 16 && ctx >= 16384) fp8_long_16.push_back(ms / ms8);
       }
+  if (!fp8_long_16.empty())
+    std::printf("fp8_speed at 16 heads, B >= 16, context >= 16K: min %.2fx, max %.2fx over %zu points (target 1.8x)\n",
+                *std::min_element(fp8_long_16.begin(), fp8_long_16.end()),
+                *std::max_element(fp8_long_16.begin(), fp8_long_16.end()), fp8_long_16.size());
 }
 
 void bench_prefill(double gemm) {

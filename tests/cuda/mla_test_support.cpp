@@ -184,6 +184,13 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
   const Pool pool = make_pool(c.values, total_pages, c.page, W, rng);
   // A strided q: rows of a wider buffer, heads further apart than W.
   Tensor q_full = random_host({N, c.H, W + c.q_pad}, rng);
+  if (!c.q_magnitudes.empty())
+    for (int n = 0; n < N; ++n)
+      for (int h = 0; h < c.H; ++h) {
+        const float m = c.q_magnitudes[(n + h) % c.q_magnitudes.size()];
+        float* row = q_full.ptr<float>() + (int64_t{n} * c.H + h) * (W + c.q_pad);
+        for (int w = 0; w < W; ++w) row[w] = bf16_to_f32(f32_to_bf16(row[w] * m));
+      }
   Tensor q = q_full.slice(2, 0, W);
   PagedKv kv_ref{pool.ref, i32_tensor(table, {S, max_pages}), i32_tensor(row_seq, {N}), i32_tensor(row_len, {N})};
   Tensor out_ref = cpu_tensor(DType::F32, {N, c.H, c.C}), lse_ref = cpu_tensor(DType::F32, {N, c.H});

@@ -72,6 +72,8 @@ struct PagedCase {
   bool generic = false;      // the generic kernel whatever the shape
   bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
   PoolValues values = PoolValues::kBf16;
+  // q's row n, head h times q_magnitudes[(n + h) % size], rounded to bf16 again (empty: as drawn, in [-1, 1)).
+  std::vector<float> q_magnitudes;
 };
 
 // The case on the GPU (the public dispatch, the generic kernel, or the token-split one) against the CPU reference over the

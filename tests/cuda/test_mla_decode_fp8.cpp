@@ -64,6 +64,32 @@ TEST_F(AbsorbedAttentionFp8, PartialHeadGroupsAtV3Latent) {
 // A decode batch of 16 heads large enough to need no split, page size 1: the kernel writes out itself.
 TEST_F(AbsorbedAttentionFp8, SixteenHeadsBatchPageOne) { run_absorbed(fp8(batch_case(16, 512, 64, 300, 9)), 3500); }
 
+// 32 heads (the fragment kernel's two m-tiles, Q's last block in shared memory) and 64 (converted tiles,
+// wgmma) at 512 + 64, pages of 1, 16 and 64: a split row, full and partial rows, an empty row.
+TEST_F(AbsorbedAttentionFp8, ThirtyTwoAndSixtyFourHeadsAllPageSizes) {
+  for (int H : {32, 64})
+    for (int page : {1, 16, 64}) {
+      SCOPED_TRACE(testing::Message() << "H " << H << " page " << page);
+      PagedCase c = fp8({H, 512, 64, page, {4000, 130}, {{0, 4000}, {1, 130}, {0, 3999}, {1, 0}, {1, 65}}});
+      c.scale = 0.1f;
+      run_absorbed(c, 3450 + H + page);
+    }
+}
+
+// The fragment kernel's f16 query (each row times its power of two): rows of 1e-7 (which plain f16
+// would hold in a few subnormal steps; the softmax scale makes their scores order 1), 1e4 and 1e25
+// (past f16's range; one-hot softmax), all zeros, bf16 subnormals (1e-39), and 1, per (row, head), at
+// 16 and 32 heads with a split row.
+TEST_F(AbsorbedAttentionFp8, QueryRowsOfExtremeMagnitudes) {
+  for (int H : {16, 32}) {
+    SCOPED_TRACE(H);
+    PagedCase c = fp8({H, 512, 64, 16, {3000, 40}, {{0, 3000}, {1, 40}, {0, 100}}});
+    c.scale = 3e6f;
+    c.q_magnitudes = {1e-7f, 1e4f, 0.f, 1e-39f, 1e25f, 1.f};
+    run_absorbed(c, 3550 + H);
+  }
+}
+
 // DeepSeek-V3 shapes: 128 heads over 512 + 64 (converted tiles, both products on wgmma), split context.
 TEST_F(AbsorbedAttentionFp8, V3HeadsSplitContext) {
   PagedCase c = fp8({128, 512, 64, 64, {5000, 700, 64}, {{0, 5000}, {0, 4999}, {1, 700}, {2, 64}, {2, 0}, {1, 65}}});
@@ -74,7 +100,8 @@ TEST_F(AbsorbedAttentionFp8, V3HeadsSplitContext) {
 // A 128-head decode batch at page size 1, no split.
 TEST_F(AbsorbedAttentionFp8, V3BatchPageOne) { run_absorbed(fp8(batch_case(128, 512, 64, 140, 10)), 3700); }
 
-// Only subnormal and smallest normal codes: their conversion to bf16 must be exact in every kernel
+// Only subnormal and smallest normal codes: their conversion to bf16 (f16 in the fragment kernel) must be
+// exact in every kernel
 // (a conversion that flushed them would give near-zero scores and outputs).
 TEST_F(AbsorbedAttentionFp8, SubnormalCodesEveryKernel) {
   const std::vector<PagedCase> cases{

@@ -1,7 +1,7 @@
 #pragma once
-// FP8 latent tiles for the attention kernels: e4m3 codes become bf16 exactly (3 mantissa bits and
-// exponents 2^-9 .. 2^8 all fit bf16), so the kernels keep their bf16 tensor-core products and apply
-// each token's scale outside them: to its scores, and to its probabilities in P V.
+// FP8 latent tiles for the attention kernels: e4m3 codes become bf16 (and f16) exactly (3 mantissa bits
+// and exponents 2^-9 .. 2^8 fit both), so the kernels run 16-bit tensor-core products on the codes and
+// apply each token's scale outside them: to its scores, and to its probabilities in P V.
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -41,6 +41,15 @@ __device__ __forceinline__ void e4m3x16_to_bf16(uint4 x, uint4& first, uint4& se
   e4m3x4_to_bf16(x.y, first.z, first.w);
   e4m3x4_to_bf16(x.z, second.x, second.y);
   e4m3x4_to_bf16(x.w, second.z, second.w);
+}
+
+// Four codes x (byte 0 first) -> f16 pairs lo = (x0, x1), hi = (x2, x3), exactly: the hardware
+// conversion (sm_89+), one instruction a pair. Hopper has no FP8 mma.sync (ptxas lowers one to these
+// conversions of both operands and two f16 MMAs), so the fp8 kernel converts B itself and keeps Q in f16.
+__device__ __forceinline__ void e4m3x4_to_f16(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
 }
 
 // 4-byte asynchronous global -> shared copy (a token's scale); zero-filled when !valid.

@@ -1,10 +1,13 @@
 #pragma once
 // Tensor-core building blocks of the attention kernels: cp.async copies into XOR-swizzled shared
-// tiles, ldmatrix fragment loads and the m16n8k16 bf16 MMA with f32 accumulators. These are sm_80
-// instructions; Hopper runs them at a good fraction of its wgmma rate and they need no warpgroup setup.
+// tiles, ldmatrix fragment loads and the m16n8k16 bf16 (and f16) MMA with f32 accumulators. These are
+// sm_80 instructions; Hopper runs them at a good fraction of its wgmma rate and they need no warpgroup
+// setup.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace splash::cuda::attn {
 
@@ -49,7 +52,8 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+// ldmatrix moves 16-bit elements of any type (bf16 tiles, the fp8 kernel's f16 P).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
@@ -70,19 +74,35 @@ __device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[2], const bf16* p) {
                : "r"(smem_addr(p)));
 }
 
-// d += a b for a 16x16 A fragment (row-major) and a 16x8 B fragment (column-major).
+// d += a b for a 16x16 A fragment (row-major) and a 16x8 B fragment (column-major) of 16-bit elements
+// AB ("bf16", or "f16": exact for e4m3 codes, the fp8 kernel's products).
+#define SPLASH_MMA_M16N8K16(AB, d, a, b0, b1)                                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." AB "." AB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+               "{%0,%1,%2,%3};\n"                                                                              \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  SPLASH_MMA_M16N8K16("bf16", d, a, b0, b1);
 }
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  SPLASH_MMA_M16N8K16("f16", d, a, b0, b1);
+}
+#undef SPLASH_MMA_M16N8K16
 
 // Two floats as a bf16 pair, the first in the low half (the lower column of a fragment).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+// The same as a pair of T (bf16 or __half).
+template <class T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return pack_bf16(lo, hi);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 // Fragment addressing for one lane (lane = threadIdx.x % 32). A 16x16 A tile at (row0, col0) of a
@@ -104,6 +124,14 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 }  // namespace splash::cuda::attn

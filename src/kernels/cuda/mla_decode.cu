@@ -30,6 +30,7 @@ using namespace attn;
 template <int C_, int W_, int HB_, class T_>
 struct DecodeCfg {
   using T = T_;  // the cache element: bf16, or e4m3 (raw stages, each converted to the one bf16 tile)
+  using PElem = bf16;
   static constexpr bool kScaled = std::is_same_v<T, e4m3>;
   static constexpr int C = C_, W = W_, HB = HB_;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -135,6 +136,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
+  const float row_f[2] = {a.scale_log2, a.scale_log2};
   uint32_t qf[K::kWgmma ? 1 : K::KSTEPS][4];
   if constexpr (!K::kWgmma) {
     cp_async_wait<K::kStages - 1>();
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const D
 
     const int tok0 = t_begin + it * K::BT + tg * K::TPW + 2 * t4;
     float alpha[2];
-    softmax_tile<K>(s, tok0, t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run, l_run,
+    softmax_tile<K>(s, tok0, t_end, row_f, sc_s + stage * K::BT, 1.f, tg, srow, t4, rs.red_max, p_s, m_run, l_run,
                     alpha);
     if constexpr (K::kWgmmaPV) {
       fence_async_smem();  // P goes to wgmma

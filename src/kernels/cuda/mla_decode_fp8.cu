@@ -1,12 +1,23 @@
 // Absorbed MLA decode over an FP8 latent cache at C 512 + d_r 64 with up to 32 heads per block (V2-Lite,
 // V3 under TP 8): the memory-bound case, where the cache's half bytes should halve the time. Tiles of 64
 // tokens' codes go to shared memory by cp.async (six stages: five tiles in flight) and from there
-// straight into mma.sync fragments, converted to bf16 in registers; no bf16 copy of a tile is written and
-// read back, which would cost more shared-memory bandwidth than the tile itself at fp8 speed.
-// - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, i.e. one 4-byte word per k-step;
-//   Q sits in registers in the matching k order (the word's columns (0, 2) are k (2 t4, 2 t4 + 1) of the
-//   step, (1, 3) are k (2 t4 + 8, 2 t4 + 9): the pairs a word converts to without a byte permute).
-// - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P.
+// straight into mma.sync fragments, converted in registers; no 16-bit copy of a tile is written and read
+// back, which would cost more shared-memory bandwidth than the tile itself at fp8 speed. Both products
+// run as f16 MMAs on the codes, which f16 holds exactly; the codes become f16 by the hardware conversion,
+// one instruction per two codes (sm_90 has no FP8 mma.sync: ptxas would lower one to the same
+// conversions, of both operands at every step, plus four adds).
+// - Q: each thread's two score rows from global memory into registers, as f16 times a power of two per
+//   row that makes the conversion exact (f16_unit); its inverse goes on the row's scores. The query is
+//   the bf16 q, as in every other kernel and the CPU reference.
+// - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, one 4-byte word per k-step;
+//   the word's columns (0, 1) are k (2 t4, 2 t4 + 1) of the step, (2, 3) are k (2 t4 + 8, 2 t4 + 9), and
+//   Q's registers hold the same columns. With one n-tile of tokens per warp (16 heads) even and odd
+//   64-column blocks accumulate apart: two dependent chains of 18 MMAs instead of one of 36.
+// - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P. P is f16,
+//   so a token's factor is its scale over the tile's largest (in [0, 1]: no f16 overflow, and a tile's
+//   largest P keeps f16's full precision); that largest scale moves into the accumulators' rescale (the
+//   invariant at o). A token whose scale is below 2^-14 of its tile's largest gets a subnormal f16 P
+//   (absolute step 2^-24): bf16-level accuracy for it holds to a scale ratio of about 2^16.
 // - O^T += V^T P^T: the values are the A operand (16 columns x 16 tokens), so a lane builds its fragments
 //   from one 4-byte word of each of its 4 tokens (columns 4 g .. 4 g + 3: two rows of each of two
 //   m-tiles) instead of transposed 16-bit loads; P is the B operand, read from shared memory.
@@ -26,6 +37,7 @@ template <int HB_>
 struct Fp8DecodeCfg {
   static constexpr int C = 512, W = 576, HB = HB_;
   static constexpr bool kScaled = true;
+  using PElem = __half;
   static constexpr int kWarps = 8, kThreads = kWarps * 32;
   static constexpr int BT = 64;  // tokens per tile
   // Scores: warp w computes the heads of m-tile w % MT for the TPW tokens of group w / MT.
@@ -35,15 +47,21 @@ struct Fp8DecodeCfg {
   // against NT 8-head n-tiles.
   static constexpr int CPW = C / kWarps, PAIRS = CPW / 32, NT = HB / 8;
   static constexpr int kStages = 6;
+  // Q's fragments: the first QBLK 64-column blocks in registers, the rest in shared memory. At 32 heads
+  // the accumulators take 64 registers and Q's 9 blocks 144, so the last block (d_r's) waits in shared
+  // memory, 4 KiB read as one 16-byte load per k-step, instead of spilling inside the loop.
+  static constexpr int QBLK = HB == 16 ? BLOCKS : BLOCKS - 1;
   // Shared memory (bytes).
   static constexpr int kRaw = 0;                          // codes [kStages][BT][W], swizzled
   static constexpr int kScale = kRaw + kStages * BT * W;  // token scales [kStages][BT]
-  static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] bf16 (swz)
-  static constexpr int kRows = kP + HB * BT * 2;          // RowStats
+  static constexpr int kP = kScale + kStages * BT * 4;    // P [HB][BT] f16 (swz)
+  static constexpr int kQ = kP + HB * BT * 2;             // Q's shared blocks [MT][k-step][lane] of uint4
+  static constexpr int kRows = kQ + MT * (KSTEPS - 4 * QBLK) * 32 * 16;  // RowStats
   static constexpr int kSmem = kRows + RowStats<TG, HB>::kBytes;
   static_assert(HB == 16 || HB == 32, "one or two m-tiles of heads");
   static_assert(SNT >= 1 && PAIRS >= 1 && NT % 2 == 0, "fragment tiling");
   static_assert(W % 64 == 0, "rows of whole 4-chunk groups, which the chunk swizzle permutes");
+  static_assert(BT == 64 && kThreads == 4 * BT, "a warp reads a tile's scales as two per lane; 4 loaders a token");
   static_assert(kSmem <= kMaxBlockSmem, "shared memory of one Hopper block");
   static_assert(kSplitGranule % BT == 0, "splits hold whole tiles");
 };
@@ -55,57 +73,117 @@ __device__ __forceinline__ int tile_byte(int t, int col) {
   return row * K::W + (((col >> 4) ^ ((row >> 1) & 2)) << 4) + (col & 15);
 }
 
+// A bf16 q row in f16 for the score MMAs, without quantizing it: the row times 2^e (up), its scores
+// times 2^-e (down), e taken from the row's largest magnitude amax (bf16 bits) so that amax 2^e lies in
+// [2^14, 2^15), below f16's largest finite 65504. An element whose scaled magnitude is at least 2^-14
+// (f16's smallest normal) is exact: bf16's 8 significant bits fit f16's 11. A smaller one lands in f16's
+// subnormals, step 2^-24, i.e. 2^-38 of the scaled amax: its error (at most 2^-25) is 2^-39 of the row's
+// largest term in every dot product, far below the bf16 rounding of the output. e = 141 - (amax's biased
+// exponent), capped at 126 so that 2^e and 2^-e are normal f32 (e ranges over [-114, 126]): a zero row
+// gets e 126, zero f16 values and zero scores; a subnormal amax (bf16 steps of 2^-133) scales to
+// multiples of 2^-7 below 1, exact in f16; the largest bf16 gets e -113 (inf or NaN: -114, and stays so).
+struct F16Unit {
+  float up, down;
+};
+__device__ __forceinline__ F16Unit f16_unit(uint32_t amax_bits) {
+  const int e = min(141 - static_cast<int>(amax_bits >> 7), 126);
+  return {__int_as_float((127 + e) << 23), __int_as_float((127 - e) << 23)};
+}
+// A bf16 pair (low half first) times `up`, as an f16 pair.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t x, float up) {
+  return pack_pair<__half>(__uint_as_float(x << 16) * up, __uint_as_float(x & 0xffff0000u) * up);
+}
+__device__ __forceinline__ uint32_t quad_max_u(uint32_t v) {
+  v = max(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return max(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(const DecodeArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   uint8_t* raw_s = smem + K::kRaw;
   float* sc_s = reinterpret_cast<float*>(smem + K::kScale);
-  bf16* p_s = reinterpret_cast<bf16*>(smem + K::kP);
+  __half* p_s = reinterpret_cast<__half*>(smem + K::kP);
   const RowStats<K::TG, K::HB> rs(smem + K::kRows);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const DecodeBlock b = decode_block(a, K::HB);
   if (b.t_begin >= b.t_end) return store_empty_block<K>(a, b);
 
-  // Tiles: 8 threads per token, 16 bytes each per step; the token's scale beside.
+  // Tiles: a token per 4 threads (64 contiguous bytes per step), each with 9 of its 16-byte chunks; one
+  // page lookup per thread and tile, and no loop bounds. The token's scale beside.
   const int ntiles = (b.t_end - b.t_begin + K::BT - 1) / K::BT;
   const int32_t* pages = a.page_table + a.row_seq[b.n] * a.pt_s0;
   auto load_tile = [&](int tile, int stage) {
+    const int t = tid >> 2, tok = b.t_begin + tile * K::BT + t;
+    const bool ok = tok < b.t_end;
+    const int2 slot = ok ? a.token_slot(pages, tok) : make_int2(0, 0);
+    const auto* src = reinterpret_cast<const uint8_t*>(a.token_row<e4m3>(slot));
     uint8_t* dst = raw_s + stage * K::BT * K::W;
-    for (int t = tid >> 3; t < K::BT; t += K::kThreads / 8) {
-      const int tok = b.t_begin + tile * K::BT + t;
-      const bool ok = tok < b.t_end;
-      const auto* src = reinterpret_cast<const uint8_t*>(ok ? a.token_row<e4m3>(pages, tok) : a.pool);
-      for (int c = tid & 7; c < K::W / 16; c += 8) cp_async16(dst + tile_byte<K>(t, c * 16), src + c * 16, ok);
-      if ((tid & 7) == 0) cp_async4(sc_s + stage * K::BT + t, ok ? a.token_scale(pages, tok) : a.scales, ok);
+#pragma unroll
+    for (int i = 0; i < K::W / 64; ++i) {
+      const int c = (tid & 3) + 4 * i;
+      cp_async16(dst + tile_byte<K>(t, c * 16), src + c * 16, ok);
     }
+    if ((tid & 3) == 0) cp_async4(sc_s + stage * K::BT + t, a.token_scale(slot), ok);
   };
   load_first_tiles<K::kStages>(ntiles, load_tile);
 
-  // Q of this thread's score rows (zero for heads past H), straight from global memory in the k order
-  // of the tile's words: k-step 4 blk + i takes columns 64 blk + 16 t4 + 4 i + (0, 2 | 1, 3).
+  // Q of this thread's score rows (zero for heads past H) straight from global memory, in the k order of
+  // the tile's words: k-step 4 blk + i takes columns 64 blk + 16 t4 + 4 i + (0, 1 | 2, 3). A quad holds
+  // whole rows, so it finds each row's amax, and the rows become f16 times their power of two (f16_unit).
   const int mt = warp % K::MT, tg = warp / K::MT;
   const int srow = mt * 16 + g;  // this thread's score rows: srow and srow + 8
-  uint32_t qf[K::KSTEPS][4];
+  uint32_t qf[4 * K::QBLK][4];
+  float row_f[2];  // the scores' factor per row: log2 units, over the row's power of two
+  uint4* q_s = reinterpret_cast<uint4*>(smem + K::kQ) + mt * (K::KSTEPS - 4 * K::QBLK) * 32 + lane;
   {
     const int h_lo = b.h0 + srow, h_hi = h_lo + 8;
     const bf16* q_lo = a.q + b.n * a.q_s0 + h_lo * a.q_s1;
     const bf16* q_hi = q_lo + 8 * a.q_s1;
-#pragma unroll
-    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+    // k-step ks's columns of both rows as bf16 pairs: (lo.x, hi.x, lo.y, hi.y) = fragment registers 0..3.
+    auto load_q = [&](int ks) {
       const int col = (ks / 4) * 64 + 16 * t4 + 4 * (ks % 4);
       const uint2 lo = h_lo < a.res.H ? *reinterpret_cast<const uint2*>(q_lo + col) : make_uint2(0, 0);
       const uint2 hi = h_hi < a.res.H ? *reinterpret_cast<const uint2*>(q_hi + col) : make_uint2(0, 0);
-      qf[ks][0] = __byte_perm(lo.x, lo.y, 0x5410);
-      qf[ks][1] = __byte_perm(hi.x, hi.y, 0x5410);
-      qf[ks][2] = __byte_perm(lo.x, lo.y, 0x7632);
-      qf[ks][3] = __byte_perm(hi.x, hi.y, 0x7632);
+      return make_uint4(lo.x, hi.x, lo.y, hi.y);
+    };
+    uint32_t amax_lo = 0, amax_hi = 0;  // |q| as bf16 pairs: their bits order as the magnitudes
+#pragma unroll
+    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+      const uint4 v = load_q(ks);
+      amax_lo = __vmaxu2(amax_lo, __vmaxu2(v.x & 0x7fff7fffu, v.z & 0x7fff7fffu));
+      amax_hi = __vmaxu2(amax_hi, __vmaxu2(v.y & 0x7fff7fffu, v.w & 0x7fff7fffu));
+    }
+    const F16Unit u_lo = f16_unit(quad_max_u(max(amax_lo & 0xffffu, amax_lo >> 16)));
+    const F16Unit u_hi = f16_unit(quad_max_u(max(amax_hi & 0xffffu, amax_hi >> 16)));
+    row_f[0] = a.scale_log2 * u_lo.down;
+    row_f[1] = a.scale_log2 * u_hi.down;
+    // Again (from L1), now in f16: into registers, or (tg 0's copy) into q_s, read after the loop's first
+    // barrier.
+#pragma unroll
+    for (int ks = 0; ks < K::KSTEPS; ++ks) {
+      const uint4 v = load_q(ks);
+      const uint4 f = make_uint4(bf16x2_to_f16x2(v.x, u_lo.up), bf16x2_to_f16x2(v.y, u_hi.up),
+                                 bf16x2_to_f16x2(v.z, u_lo.up), bf16x2_to_f16x2(v.w, u_hi.up));
+      if (ks < 4 * K::QBLK) {
+        qf[ks][0] = f.x, qf[ks][1] = f.y, qf[ks][2] = f.z, qf[ks][3] = f.w;
+      } else if (tg == 0) {
+        q_s[(ks - 4 * K::QBLK) * 32] = f;
+      }
     }
   }
 
   float m_run[2] = {kNegInf, kNegInf};  // running max (log2 units), identical in every warp of an m-tile
   float l_run[2] = {0.f, 0.f};          // this thread's share of the running sum
-  float o[K::PAIRS][2][K::NT][4] = {};  // O^T: rows = columns of the pair's m-tiles, columns = heads
+  // O^T: rows = columns of the pair's m-tiles, columns = heads. Invariant after tile i, per head:
+  //   o = sum over the tokens so far of 2^(s_t - m_run) sc_t codes_t / max_sc,  max_sc = M_i,
+  // with M_i the largest token scale of tile i (masked tokens have scale 0, and every tile holds a valid
+  // one, so M_i > 0). Tile i's P is 2^(s_t - m_run) sc_t / M_i (in [0, 1]); the earlier sum moves to the
+  // new m_run by alpha and to the new unit by M_{i-1} / M_i, both in the one rescale below. At the end
+  // out = o M_last / l exactly once, each split's part in true units beside its lse (the merge's input).
+  float o[K::PAIRS][2][K::NT][4] = {};
+  float max_sc = 1.f;  // M of the last tile (the first tile's rescale multiplies zeros)
   const int c0 = warp * K::CPW;
 
   for (int it = 0; it < ntiles; ++it) {
@@ -114,11 +192,12 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     __syncthreads();  // tile `it` is visible, and every warp is done with the stage the next load overwrites
     load_next_tile<K::kStages>(it, ntiles, load_tile);
     const uint8_t* kt = raw_s + stage * K::BT * K::W;
+    const float* tile_sc = sc_s + stage * K::BT;
 
     // S: token tg TPW + 8 j + g of n-tile j is this lane's B column; its 16-byte chunk t4 of each block.
-    float s[K::SNT][4] = {};
+    float s[K::SNT][4] = {}, s_odd[K::SNT][4] = {};
 #pragma unroll
-    for (int j = 0; j < K::SNT; ++j)
+    for (int j = 0; j < K::SNT; ++j) {
 #pragma unroll
       for (int blk = 0; blk < K::BLOCKS; ++blk) {
         const uint4 x = *reinterpret_cast<const uint4*>(kt + tile_byte<K>(tg * K::TPW + 8 * j + g, blk * 64 + 16 * t4));
@@ -126,15 +205,28 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           uint32_t b0, b1;
-          e4m3x4_to_bf16_interleaved(words[i], b0, b1);
-          mma_bf16(s[j], qf[4 * blk + i], b0, b1);
+          e4m3x4_to_f16(words[i], b0, b1);
+          float(&acc)[4] = K::SNT == 1 && blk % 2 ? s_odd[j] : s[j];
+          if (blk < K::QBLK) {
+            mma_f16(acc, qf[4 * blk + i], b0, b1);
+          } else {
+            const uint4 v = q_s[(4 * (blk - K::QBLK) + i) * 32];
+            const uint32_t qsh[4] = {v.x, v.y, v.z, v.w};
+            mma_f16(acc, qsh, b0, b1);
+          }
         }
       }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] += s_odd[j][e];
+    }
 
+    // P's token factors: scale / M_i (the invariant above).
+    const float tile_max_sc = warp_max(fmaxf(tile_sc[lane], tile_sc[lane + 32])), p_norm = 1.f / tile_max_sc;
+    const float rescale = max_sc * p_norm;  // M_{i-1} / M_i, on the accumulators with alpha
+    max_sc = tile_max_sc;
     const int tok0 = b.t_begin + it * K::BT + tg * K::TPW + 2 * t4;
     float alpha[2];
-    softmax_tile<K>(s, tok0, b.t_end, a.scale_log2, sc_s + stage * K::BT, tg, srow, t4, rs.red_max, p_s, m_run,
-                    l_run, alpha);
+    softmax_tile<K>(s, tok0, b.t_end, row_f, tile_sc, p_norm, tg, srow, t4, rs.red_max, p_s, m_run, l_run, alpha);
     if (tg == 0 && t4 == 0) {
       rs.alpha[srow] = alpha[0];
       rs.alpha[srow + 8] = alpha[1];
@@ -144,7 +236,7 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     // Accumulator element e of n-tile nt belongs to head 8 nt + 2 t4 + (e & 1).
 #pragma unroll
     for (int nt = 0; nt < K::NT; ++nt) {
-      const float al0 = rs.alpha[nt * 8 + 2 * t4], al1 = rs.alpha[nt * 8 + 2 * t4 + 1];
+      const float al0 = rs.alpha[nt * 8 + 2 * t4] * rescale, al1 = rs.alpha[nt * 8 + 2 * t4 + 1] * rescale;
 #pragma unroll
       for (int pr = 0; pr < K::PAIRS; ++pr)
 #pragma unroll
@@ -157,8 +249,8 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
     }
     // O^T += V^T P^T over k-steps of 16 tokens. Lane (g, t4) reads columns 4 g .. 4 g + 3 of the pair's
     // 32 for tokens 2 t4, 2 t4 + 1, 2 t4 + 8, 2 t4 + 9 of the step: byte 2 mm (2 mm + 1) of each word
-    // is row g (g + 8) of m-tile mm; the byte permute puts the two tokens' bytes of each row in the
-    // (even, odd) positions of one word, whose two bf16 pairs are the fragment's rows g and g + 8.
+    // is row g (g + 8) of m-tile mm; the byte permute puts the two tokens' bytes of row g, then of row
+    // g + 8, side by side, and each half converts to that row's f16 pair.
 #pragma unroll
     for (int ks = 0; ks < K::BT / 16; ++ks) {
       uint32_t pb[K::NT / 2][4];
@@ -175,14 +267,14 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
         const uint32_t w9 = *reinterpret_cast<const uint32_t*>(kt + tile_byte<K>(t + 9, col));
 #pragma unroll
         for (int mm = 0; mm < 2; ++mm) {
-          const uint32_t sel = mm ? 0x7632 : 0x5410;
+          const uint32_t sel = mm ? 0x7362 : 0x5140;
           uint32_t af[4];
-          e4m3x4_to_bf16_interleaved(__byte_perm(w0, w1, sel), af[0], af[1]);
-          e4m3x4_to_bf16_interleaved(__byte_perm(w8, w9, sel), af[2], af[3]);
+          e4m3x4_to_f16(__byte_perm(w0, w1, sel), af[0], af[1]);
+          e4m3x4_to_f16(__byte_perm(w8, w9, sel), af[2], af[3]);
 #pragma unroll
           for (int nh = 0; nh < K::NT / 2; ++nh) {
-            mma_bf16(o[pr][mm][2 * nh], af, pb[nh][0], pb[nh][1]);
-            mma_bf16(o[pr][mm][2 * nh + 1], af, pb[nh][2], pb[nh][3]);
+            mma_f16(o[pr][mm][2 * nh], af, pb[nh][0], pb[nh][1]);
+            mma_f16(o[pr][mm][2 * nh + 1], af, pb[nh][2], pb[nh][3]);
           }
         }
       }
@@ -198,12 +290,13 @@ __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(con
       const int row = nt * 8 + 2 * t4 + e, head = b.h0 + row;
       if (head >= a.res.H) continue;
       const RowResult rr = row_result<K>(rs, rs.rowm[row], row);
+      const float f = rr.inv * max_sc;  // o M_last / l
 #pragma unroll
       for (int pr = 0; pr < K::PAIRS; ++pr)
 #pragma unroll
         for (int mm = 0; mm < 2; ++mm)
-          store_row_result<K::C>(a, b.n, b.split, head, c0 + 32 * pr + 4 * g + 2 * mm, o[pr][mm][nt][e] * rr.inv,
-                                 o[pr][mm][nt][2 + e] * rr.inv, warp == 0 && g == 0 && pr == 0 && mm == 0, rr.lse);
+          store_row_result<K::C>(a, b.n, b.split, head, c0 + 32 * pr + 4 * g + 2 * mm, o[pr][mm][nt][e] * f,
+                                 o[pr][mm][nt][2 + e] * f, warp == 0 && g == 0 && pr == 0 && mm == 0, rr.lse);
     }
 }
 

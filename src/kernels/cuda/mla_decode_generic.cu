@@ -66,15 +66,6 @@ struct GenericDecodeSmem {
         total(scale + (scaled ? stages * kTile * 4 : 0)) {}
 };
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __device__ __forceinline__ void store_out(const SplitResults& r, int n, int split, int head, int col, float v) {
   if (r.splits == 1)
     r.out[n * r.out_s0 + head * r.out_s1 + col] = __float2bfloat16_rn(v);

@@ -112,14 +112,17 @@ __device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (
 
 // The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
 // the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
-// from t_end on are masked; scores become log2 units (times each token's cache scale tok_scale[col] when
-// K::kScaled). The row max over the TG token groups meets in red_max ([TG][HB], one barrier); m_run,
-// l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] bf16) gets P, times
-// the token scale when scaled: P V then multiplies the stored values by exactly their scale.
+// from t_end on are masked; scores become log2 units by their row's factor row_f (the softmax scale in
+// log2 units, times the power of two the fp8 kernel put on its f16 query row), times each token's cache
+// scale tok_scale[col] when K::kScaled. The row max over the TG token groups meets in red_max ([TG][HB], one
+// barrier); m_run, l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] of
+// K::PElem) gets P, times the token scale times p_norm when scaled: P V then multiplies the stored values
+// by their scale (over p_norm, which the caller carries: f16 P takes the tile's scales over their max).
 template <class K>
-__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, float scale_log2,
-                                             const float* tok_scale, int tg, int srow, int t4, float* red_max,
-                                             bf16* p_s, float (&m_run)[2], float (&l_run)[2], float (&alpha)[2]) {
+__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, const float (&row_f)[2],
+                                             const float* tok_scale, float p_norm, int tg, int srow, int t4,
+                                             float* red_max, typename K::PElem* p_s, float (&m_run)[2],
+                                             float (&l_run)[2], float (&alpha)[2]) {
   const int col0 = tg * K::TPW + 2 * t4;
   float2 ts[K::SNT];
 #pragma unroll
@@ -131,9 +134,9 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool ok = tok0 + j * 8 + e < t_end;
-      const float f = K::kScaled ? scale_log2 * (e ? ts[j].y : ts[j].x) : scale_log2;
-      s[j][e] = ok ? s[j][e] * f : kNegInf;
-      s[j][2 + e] = ok ? s[j][2 + e] * f : kNegInf;
+      const float f = K::kScaled ? (e ? ts[j].y : ts[j].x) : 1.f;
+      s[j][e] = ok ? s[j][e] * (row_f[0] * f) : kNegInf;
+      s[j][2 + e] = ok ? s[j][2 + e] * (row_f[1] * f) : kNegInf;
       mx[0] = fmaxf(mx[0], s[j][e]);
       mx[1] = fmaxf(mx[1], s[j][2 + e]);
     }
@@ -153,10 +156,11 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
   online_softmax(s, m_tile, m_run, l_run, alpha);
 #pragma unroll
   for (int j = 0; j < K::SNT; ++j) {
-    const float f0 = K::kScaled ? ts[j].x : 1.f, f1 = K::kScaled ? ts[j].y : 1.f;
+    const float f0 = K::kScaled ? ts[j].x * p_norm : 1.f, f1 = K::kScaled ? ts[j].y * p_norm : 1.f;
     const int col = col0 + 8 * j;
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_bf16(s[j][0] * f0, s[j][1] * f1);
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_bf16(s[j][2] * f0, s[j][3] * f1);
+    using P = typename K::PElem;
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_pair<P>(s[j][0] * f0, s[j][1] * f1);
+    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_pair<P>(s[j][2] * f0, s[j][3] * f1);
   }
 }
 

@@ -39,13 +39,24 @@ struct PagedRows {
   const int32_t* row_len;
   int page_size;
 
-  // Token t of the sequence whose page list is `pages`: its W elements of type T, and its scale.
+  // Token t of the sequence whose page list is `pages`: its (page, position in the page), and from that
+  // (or from t) its W elements of type T and its scale.
+  __device__ __forceinline__ int2 token_slot(const int32_t* pages, int t) const {
+    return make_int2(pages[t / page_size], t % page_size);
+  }
+  template <class T>
+  __device__ __forceinline__ const T* token_row(int2 slot) const {
+    return static_cast<const T*>(pool) + int64_t{slot.x} * pool_s0 + int64_t{slot.y} * pool_s1;
+  }
+  __device__ __forceinline__ const float* token_scale(int2 slot) const {
+    return scales + int64_t{slot.x} * sc_s0 + int64_t{slot.y} * sc_s1;
+  }
   template <class T>
   __device__ __forceinline__ const T* token_row(const int32_t* pages, int t) const {
-    return static_cast<const T*>(pool) + int64_t{pages[t / page_size]} * pool_s0 + int64_t{t % page_size} * pool_s1;
+    return token_row<T>(token_slot(pages, t));
   }
   __device__ __forceinline__ const float* token_scale(const int32_t* pages, int t) const {
-    return scales + int64_t{pages[t / page_size]} * sc_s0 + int64_t{t % page_size} * sc_s1;
+    return token_scale(token_slot(pages, t));
   }
 };
 PagedRows paged_rows(const Tensor& q, const PagedKv& kv);
