@@ -93,8 +93,12 @@ std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, 
   const Dims D(env.cfg);
   const int64_t R = q.size(0), Hh = q.size(1);
   const float scale = static_cast<float>(env.cfg.softmax_scale());
-  Tensor o = be.empty(be.act_dtype(), {R, Hh, D.dv});
-  Tensor lse = be.empty(DType::F32, {R, Hh});
+  // Rows of both forms are scattered into o and lse; a step of one form returns its results as they are.
+  Tensor o, lse;
+  if (!sa.expanded().all && !sa.absorbed().all) {
+    o = be.empty(be.act_dtype(), {R, Hh, D.dv});
+    lse = be.empty(DType::F32, {R, Hh});
+  }
   if (const FormRows& g = sa.expanded(); g.count > 0) {
     const int64_t Re = g.count;
     ExpandedKv ekv = sa.expanded_kv(be, layer);
@@ -103,19 +107,21 @@ std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, 
     Tensor kv = be.empty(be.act_dtype(), {ekv.tokens, Hh * (D.dn + D.dv)});
     be.linear(kv, lat.slice(1, 0, D.C), w.kv_b);
     Tensor kv3 = kv.reshape({ekv.tokens, Hh, D.dn + D.dv});
-    Tensor qe = gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Re, Hh, D.dqk});
+    Tensor qe = g.all ? q : gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Re, Hh, D.dqk});
     Tensor oe = be.empty(be.act_dtype(), {Re, Hh, D.dv}), le = be.empty(DType::F32, {Re, Hh});
     be.attention_expanded(oe, le, qe, kv3.slice(2, 0, D.dn), lat.slice(1, D.C, D.W), kv3.slice(2, D.dn, D.dn + D.dv),
                           ekv.row_kv_start, ekv.row_kv_len, scale);
+    if (g.all) return {oe, le};
     scatter(be, o.reshape({R, Hh * D.dv}), oe.reshape({Re, Hh * D.dv}), g.index);
     scatter(be, lse, le, g.index);
   }
   if (const FormRows& g = sa.absorbed(); g.count > 0) {
     const int64_t Ra = g.count;
-    Tensor qa = absorb_q(env, w, gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Ra, Hh, D.dqk}));
+    Tensor qa = absorb_q(env, w, g.all ? q : gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Ra, Hh, D.dqk}));
     Tensor z = be.empty(be.act_dtype(), {Ra, Hh, D.C}), la = be.empty(DType::F32, {Ra, Hh});
     be.attention_absorbed(z, la, qa, sa.paged(layer, env.kv_pool), scale);
     Tensor oa = unabsorb(env, w, z);
+    if (g.all) return {oa, la};
     scatter(be, o.reshape({R, Hh * D.dv}), oa.reshape({Ra, Hh * D.dv}), g.index);
     scatter(be, lse, la, g.index);
   }

@@ -101,8 +101,10 @@ StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, IndexPa
   slots_.rows_by_owner = pack.add(by_owner);
   slots_.store_slots = pack.add(store, {L, A});
   expanded_.count = static_cast<int64_t>(e_idx.size());
+  expanded_.all = A > 0 && expanded_.count == A;  // rows go into e_idx and a_idx in increasing order
   slots_.expanded = pack.add(e_idx);
   absorbed_.count = static_cast<int64_t>(a_idx.size());
+  absorbed_.all = A > 0 && absorbed_.count == A;
   slots_.absorbed = pack.add(a_idx);
   slots_.page_table = pack.add(table, {L, S, P});
   slots_.absorbed_seq = pack.add(a_seq);

@@ -28,6 +28,9 @@ struct ExpandedKv {
 struct FormRows {
   int64_t count = 0;
   Tensor index;
+  // Every attended row (at least one), in order: index is the identity, so a pure decode or pure
+  // prefill step uses its rows in place, with no gather or scatter launched.
+  bool all = false;
 };
 
 class StepAttention {
