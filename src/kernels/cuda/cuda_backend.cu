@@ -102,6 +102,10 @@ Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be) {
 
 void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x) { cuda_backend(be).quantize_fp8_rows(q, scales, x); }
 
+ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin, int experts) {
+  return cuda_backend(be).group_by_expert(topk_ids, expert_begin, experts);
+}
+
 int64_t cuda::CudaBackend::total_memory_bytes() const {
   SPLASH_CUDA_CHECK(cudaSetDevice(ctx_->device));
   size_t free_bytes = 0, total_bytes = 0;

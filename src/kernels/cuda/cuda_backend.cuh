@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
@@ -100,6 +101,8 @@ class CudaBackend final : public Backend {
   const Fp8GemmCounts& fp8_gemm_counts() const { return fp8_counts_; }
   // x [M, K] -> q [M, K] E4M3 and scales [fp8_blocks(K), M], as linear() quantizes FP8 GEMM inputs.
   void quantize_fp8_rows(Tensor q, Tensor scales, Tensor x);
+  // moe_experts' grouping of topk_ids' entries by local expert [expert_begin, expert_begin + E) (moe_grouping.cu).
+  ExpertGroups group_by_expert(const Tensor& topk_ids, int expert_begin, int E);
 
  private:
   cudaStream_t stream_of(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : ctx_->compute; }

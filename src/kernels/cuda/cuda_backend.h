@@ -26,4 +26,15 @@ Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be);
 // [fp8_blocks(K) * M], block-major ([block][row]).
 void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x);
 
+// How moe_experts groups the entries (token n, slot j: entry n k + j) of topk_ids I32 [N, k] by local
+// expert, the experts [expert_begin, expert_begin + experts): entries sorted by expert, each expert's in
+// entry order, those routed to other experts last. Device I32 tensors.
+struct ExpertGroups {
+  Tensor offsets;  // [experts + 1]: expert e's entries are sorted positions offsets[e] .. offsets[e + 1]
+  Tensor row_of;   // [N k]: the token of each sorted position
+  Tensor pos_of;   // [N k]: each entry's sorted position, -1 when routed to another expert
+};
+// The grouping alone (tests).
+ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin, int experts);
+
 }  // namespace splash

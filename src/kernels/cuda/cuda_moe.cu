@@ -1,6 +1,6 @@
 // MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
-// index, as the CPU reference) and the routed experts: entries are grouped by expert with a stable
-// radix sort; the experts run as batched GEMVs over the busy experts (a few rows each), a padded
+// index, as the CPU reference) and the routed experts: entries are grouped by expert, stably
+// (moe_grouping.cu); the experts run as batched GEMVs over the busy experts (a few rows each), a padded
 // strided-batched GEMM (decode-sized batches), or one grouped cuBLAS call (or one cuBLASLt GEMM per
 // busy expert when experts have many rows); the weighted results are added back per row in expert
 // order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128
@@ -8,7 +8,6 @@
 // block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on the padded or the read-back layout, each expert's
 // rows quantized as linear() quantizes its input.
 #include "kernels/cuda/cuda_check.cuh"
-#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -143,35 +142,6 @@ __global__ void moe_route_kernel(int32_t* ids, float* wts, const float* logits, 
       ids[row * k + j] = chosen[j];
       wts[row * k + j] = w * r.routed_scaling_factor;
     }
-  }
-}
-
-// key = local expert index (E_local for entries routed elsewhere, sorted last), value = entry index.
-__global__ void moe_keys_kernel(int32_t* keys, int32_t* vals, const int32_t* ids, int64_t entries, int begin, int E) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
-    const int e = ids[i] - begin;
-    keys[i] = (e >= 0 && e < E) ? e : E;
-    vals[i] = static_cast<int32_t>(i);
-  }
-}
-
-// offsets[e] = first sorted position of expert e (offsets[E] = local entries); row_of[i] = token of
-// sorted entry i; pos_of[entry] = its sorted position, or -1 when routed elsewhere.
-__global__ void moe_index_kernel(int32_t* offsets, int32_t* row_of, int32_t* pos_of, const int32_t* keys,
-                                 const int32_t* vals, int64_t entries, int E, int k) {
-  const int64_t tid = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t e = tid; e <= E; e += step) {
-    int64_t lo = 0, hi = entries;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (keys[mid] < e) lo = mid + 1; else hi = mid;
-    }
-    offsets[e] = static_cast<int32_t>(lo);
-  }
-  for (int64_t i = tid; i < entries; i += step) {
-    const bool local = keys[i] < E;
-    row_of[i] = vals[i] / k;
-    pos_of[vals[i]] = local ? static_cast<int32_t>(i) : -1;
   }
 }
 
@@ -315,30 +285,9 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   if (entries == 0 || E == 0) return;
   const cudaStream_t st = ctx_->compute;
 
-  // Group the (token, slot) entries by local expert; the radix sort is stable, so each expert's
-  // rows stay in token order.
-  Tensor keys = empty(DType::I32, {entries}), vals = empty(DType::I32, {entries});
-  Tensor keys_sorted = empty(DType::I32, {entries}), vals_sorted = empty(DType::I32, {entries});
-  moe_keys_kernel<<<grid_for(entries, 256), 256, 0, st>>>(keys.ptr<int32_t>(), vals.ptr<int32_t>(),
-                                                          topk_ids.ptr<int32_t>(), entries, expert_begin, E);
-  SPLASH_CUDA_LAUNCHED();
-  int end_bit = 1;
-  while ((1 << end_bit) <= E) ++end_bit;
-  size_t temp_bytes = 0;
-  SPLASH_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.ptr<int32_t>(),
-                                                    keys_sorted.ptr<int32_t>(), vals.ptr<int32_t>(),
-                                                    vals_sorted.ptr<int32_t>(), entries, 0, end_bit, st));
-  Tensor temp = empty(DType::U8, {static_cast<int64_t>(temp_bytes)});
-  SPLASH_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, keys.ptr<int32_t>(),
-                                                    keys_sorted.ptr<int32_t>(), vals.ptr<int32_t>(),
-                                                    vals_sorted.ptr<int32_t>(), entries, 0, end_bit, st));
-  Tensor offsets = empty(DType::I32, {E + 1}), row_of = empty(DType::I32, {entries}),
-         pos_of = empty(DType::I32, {entries});
-  moe_index_kernel<<<grid_for(entries + E + 1, 256), 256, 0, st>>>(offsets.ptr<int32_t>(), row_of.ptr<int32_t>(),
-                                                                   pos_of.ptr<int32_t>(), keys_sorted.ptr<int32_t>(),
-                                                                   vals_sorted.ptr<int32_t>(), entries, E,
-                                                                   static_cast<int>(k));
-  SPLASH_CUDA_LAUNCHED();
+  // Group the (token, slot) entries by local expert, each expert's rows in token order (moe_grouping.cu).
+  const ExpertGroups groups = group_by_expert(topk_ids, expert_begin, E);
+  const Tensor &offsets = groups.offsets, &row_of = groups.row_of, &pos_of = groups.pos_of;
 
   const size_t es = dtype_size(x.dtype());
   const cudaDataType_t type = cuda_type(x.dtype());
