@@ -148,9 +148,15 @@ class Backend {
   virtual void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) = 0;
   // Batched, strided: c[b] = a[b] @ (b_nk ? b[b]^T : b[b]) for 3-D views whose last dim is contiguous.
   virtual void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) = 0;
-  // In place on x[N, heads, d_r] (a strided view): interleaved pairs (2i, 2i+1) rotate by
-  // position; the result is written de-interleaved (i, d_r/2 + i), as transformers does.
-  virtual void rope(Tensor x, Tensor positions, const RopeTable& table) = 0;
+  // x[N, heads, d_r] (a strided view): interleaved pairs (2i, 2i+1) rotate by position; the result is
+  // written de-interleaved (i, d_r/2 + i), as transformers does, into out (same shape and dtype; out is
+  // x itself or does not overlap it, so the absorbed q~ can take q's rotated part with no copy).
+  virtual void rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) = 0;
+  // In place on the latent rows lat[N, C + d_r] (a strided view), C = norm_weight's length: rms_norm of
+  // c_kv = lat[:, :C], then rope of k_pe = lat[:, C:] as one head: the values of those two ops, in one
+  // pass over the row on the GPU.
+  virtual void latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Tensor positions,
+                                const RopeTable& table) = 0;
   // out[N, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void silu_mul(Tensor out, Tensor gate_up) = 0;
   // out = a + b (same shapes; out may alias either).

@@ -115,22 +115,24 @@ TEST_F(CudaOps, RopeOnSlices) {
   // q's rope part: q3.slice(2, d_n, d_qk).
   Tensor q = rand({N, H, dn + dr});
   Tensor dq = dev(q);
-  gpu().rope(dq.slice(2, dn, dn + dr), dev(host_i32(pos), DType::I32), dt);
-  cpu_.rope(q.slice(2, dn, dn + dr), host_i32(pos), host);
+  gpu().rope(dq.slice(2, dn, dn + dr), dq.slice(2, dn, dn + dr), dev(host_i32(pos), DType::I32), dt);
+  cpu_.rope(q.slice(2, dn, dn + dr), q.slice(2, dn, dn + dr), host_i32(pos), host);
   expect_close(dq, q, kBf16Tol, "rope on q");
   // k_pe: lat.slice(1, C, W).unsqueeze(1).
   const int64_t C = 64;
   Tensor lat = rand({N, C + dr});
   Tensor dl = dev(lat);
-  gpu().rope(dl.slice(1, C, C + dr).unsqueeze(1), dev(host_i32(pos), DType::I32), dt);
-  cpu_.rope(lat.slice(1, C, C + dr).unsqueeze(1), host_i32(pos), host);
+  Tensor dk_pe = dl.slice(1, C, C + dr).unsqueeze(1), k_pe = lat.slice(1, C, C + dr).unsqueeze(1);
+  gpu().rope(dk_pe, dk_pe, dev(host_i32(pos), DType::I32), dt);
+  cpu_.rope(k_pe, k_pe, host_i32(pos), host);
   expect_close(dl, lat, kBf16Tol, "rope on k_pe");
   // d_r = 64, DeepSeek-V3's.
   RopeTable host64{rand({P, 32}), rand({P, 32})};
   Tensor k = rand({N, 3, 64});
   Tensor dk = dev(k);
-  gpu().rope(dk, dev(host_i32(pos), DType::I32), RopeTable{dev(host64.cos, DType::F32), dev(host64.sin, DType::F32)});
-  cpu_.rope(k, host_i32(pos), host64);
+  const RopeTable dt64{dev(host64.cos, DType::F32), dev(host64.sin, DType::F32)};
+  gpu().rope(dk, dk, dev(host_i32(pos), DType::I32), dt64);
+  cpu_.rope(k, k, host_i32(pos), host64);
   expect_close(dk, k, kBf16Tol, "rope d_r=64");
 }
 

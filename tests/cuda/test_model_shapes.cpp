@@ -136,10 +136,9 @@ TEST_P(ModelShapes, LatentProjectionNormAndRope) {
                         Tensor lat = be.empty(be.act_dtype(), {N, W});
                         be.linear(lat, in[0], Weight{in[1]});
                         Tensor w = be.upload(be.to_host_f32(in[2]), DType::F32);
-                        be.rms_norm(lat.slice(1, 0, C), lat.slice(1, 0, C), w, 1e-6f);
-                        be.rope(lat.slice(1, C, W).unsqueeze(1), in[3], rope);
+                        be.latent_norm_rope(lat, w, 1e-6f, in[3], rope);
                         Tensor q3 = in[4].reshape({N, H, dqk});
-                        be.rope(q3.slice(2, dn, dqk), in[3], rope);
+                        be.rope(q3.slice(2, dn, dqk), q3.slice(2, dn, dqk), in[3], rope);
                         return std::vector<Tensor>{lat, in[4]};
                       });
   EXPECT_LT(errs[0], 2e-2) << "latent, N=" << N;

@@ -61,7 +61,7 @@ TEST(RopeTable, TablesRotateInterleavedPairs) {
   for (int i = 0; i < 16; ++i) x.ptr<float>()[i] = 0.1f * (i + 1);
   Tensor pos = cpu_tensor(DType::I32, {1});
   pos.ptr<int32_t>()[0] = 3;
-  be.rope(x, pos, t);
+  be.rope(x, x, pos, t);
   const std::vector<float> inv = rope_inv_freq(c);
   for (int i = 0; i < 8; ++i) {
     const double a = 0.1 * (2 * i + 1), b = 0.1 * (2 * i + 2), ang = 3.0 * inv[i];

@@ -88,9 +88,9 @@ class EmulatedNumerics : public RoutingRecorder {
     CpuBackend::matmul(c, a, b, b_nk);
     round(c);
   }
-  void rope(Tensor x, Tensor positions, const RopeTable& table) override {
-    CpuBackend::rope(x, positions, table);
-    round(x);
+  void rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) override {
+    CpuBackend::rope(out, x, positions, table);
+    round(out);
   }
   void silu_mul(Tensor out, Tensor gate_up) override {
     CpuBackend::silu_mul(out, gate_up);

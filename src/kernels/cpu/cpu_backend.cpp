@@ -138,8 +138,9 @@ void CpuBackend::add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weig
   rms_norm(out, residual, weight, eps);
 }
 
-void CpuBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
+void CpuBackend::rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) {
   SPLASH_CHECK(x.ndim() == 3 && x.stride(2) == 1, "rope x must be [N, heads, d_r] with contiguous rows");
+  SPLASH_CHECK(out.same_shape(x) && out.stride(2) == 1, "rope: out {} for x {}", out.shape_str(), x.shape_str());
   const int64_t half = x.size(2) / 2, max_pos = table.cos.size(0);
   float tmp[1024];
   SPLASH_CHECK(x.size(2) <= 1024, "rope dim {}", x.size(2));
@@ -149,14 +150,26 @@ void CpuBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
     const float* c = cpu::row(table.cos, p);
     const float* s = cpu::row(table.sin, p);
     for (int64_t h = 0; h < x.size(1); ++h) {
-      float* v = x.ptr<float>() + n * x.stride(0) + h * x.stride(1);
+      const float* v = x.ptr<float>() + n * x.stride(0) + h * x.stride(1);
       for (int64_t i = 0; i < half; ++i) {
         tmp[i] = v[2 * i] * c[i] - v[2 * i + 1] * s[i];
         tmp[half + i] = v[2 * i + 1] * c[i] + v[2 * i] * s[i];
       }
-      std::memcpy(v, tmp, sizeof(float) * 2 * half);
+      std::memcpy(out.ptr<float>() + n * out.stride(0) + h * out.stride(1), tmp, sizeof(float) * 2 * half);
     }
   }
+}
+
+// The two ops themselves (through the virtual calls, as add_rms_norm): the reference has no pass to save.
+void CpuBackend::latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Tensor positions,
+                                  const RopeTable& table) {
+  cpu::require_rows(lat, "latent_norm_rope lat");
+  const int64_t C = norm_weight.numel(), W = lat.size(1);
+  SPLASH_CHECK(C <= W, "latent_norm_rope: norm weight {} for latent rows {}", norm_weight.shape_str(),
+               lat.shape_str());
+  Tensor c_kv = lat.slice(1, 0, C), k_pe = lat.slice(1, C, W).unsqueeze(1);
+  rms_norm(c_kv, c_kv, norm_weight, eps);
+  rope(k_pe, k_pe, positions, table);
 }
 
 void CpuBackend::silu_mul(Tensor out, Tensor gate_up) {

@@ -71,7 +71,9 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) override;
   void linear(Tensor out, Tensor x, const Weight& w, bool accumulate = false) override;
   void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) override;
-  void rope(Tensor x, Tensor positions, const RopeTable& table) override;
+  void rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) override;
+  void latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Tensor positions,
+                        const RopeTable& table) override;
   void silu_mul(Tensor out, Tensor gate_up) override;
   void add(Tensor out, Tensor a, Tensor b) override;
   void gather_rows(Tensor out, Tensor in, Tensor rows) override;

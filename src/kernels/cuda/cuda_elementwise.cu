@@ -1,5 +1,6 @@
-// Memory-bound per-row ops: embedding, rms_norm, rope, silu_mul, add, and indexed row copies (gather,
-// scatter, the latent cache). Each computes in f32 and rounds once on store, like the CPU reference.
+// Memory-bound per-row ops: embedding, rms_norm, rope (and both at once on latent rows), silu_mul, add,
+// and indexed row copies (gather, scatter, the latent cache). Each computes in f32 and rounds once on
+// store, like the CPU reference.
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -51,20 +52,19 @@ __device__ float block_sum(float v) {
   return t;
 }
 
-// One block per row. Every thread reads its elements of the row before the reduction's barrier and
-// writes only those afterwards, so out may alias x. Out may have another dtype than x (the router
-// reads an f32 normed hidden state). With a residual (add_rms_norm), each thread first stores
-// residual + x rounded to TX, as add() does, and norms those stored values: it rereads only what it
-// wrote itself.
+// One row's rms_norm by the block's first `threads` threads (a multiple of 32). Every thread reads its
+// elements of the row before the reduction's barrier and writes only those afterwards, so out may alias
+// x. Out may have another dtype than x (the router reads an f32 normed hidden state). With a residual
+// (add_rms_norm), each thread first stores residual + x rounded to TX, as add() does, and norms those
+// stored values: it rereads only what it wrote itself. Threads past `threads` hold no elements and add
+// whole warps of 0 to the sum, so it is bit for bit the sum of a block of `threads`.
 template <typename TO, typename TX, int V, bool kResidual>
-__global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, TX* residual,
-                                int64_t res_stride, const float* w, int64_t d, float eps) {
-  const TX* xr = x + blockIdx.x * x_stride;
-  TX* rr = kResidual ? residual + blockIdx.x * res_stride : nullptr;
+__device__ __forceinline__ void rms_norm_row(TO* orow, const TX* xr, TX* rr, const float* w, int64_t d, float eps,
+                                             int threads) {
   const TX* src = kResidual ? rr : xr;  // what is normed
-  TO* orow = out + blockIdx.x * out_stride;
+  const int64_t first = threadIdx.x < threads ? threadIdx.x * int64_t{V} : d, step = int64_t{threads} * V;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
+  for (int64_t i = first; i < d; i += step) {
     float f[V];
     load_f32<V>(xr + i, f);
     if constexpr (kResidual) {
@@ -78,7 +78,7 @@ __global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_
     for (int j = 0; j < V; ++j) ss += f[j] * f[j];
   }
   const float inv = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(d) + eps);
-  for (int64_t i = threadIdx.x * int64_t{V}; i < d; i += int64_t{blockDim.x} * V) {
+  for (int64_t i = first; i < d; i += step) {
     float f[V], g[V];
     load_f32<V>(src + i, f);
     load_f32<V>(w + i, g);
@@ -88,35 +88,72 @@ __global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_
   }
 }
 
-// Block = (half, rows): one row (token, head) per y lane, so the barrier separates every read of a row
-// from the de-interleaved writes that overwrite it.
+// One block per row.
+template <typename TO, typename TX, int V, bool kResidual>
+__global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, TX* residual,
+                                int64_t res_stride, const float* w, int64_t d, float eps) {
+  rms_norm_row<TO, TX, V, kResidual>(out + blockIdx.x * out_stride, x + blockIdx.x * x_stride,
+                                     kResidual ? residual + blockIdx.x * res_stride : nullptr, w, d, eps,
+                                     static_cast<int>(blockDim.x));
+}
+
+// Whether position p has a row in the rope table; a thread with `reports` set reports one that has not.
+__device__ __forceinline__ bool in_rope_table(int32_t p, int64_t max_pos, bool reports, int* err) {
+  const bool ok = p >= 0 && p < max_pos;
+  if (!ok && reports) report(err, kErrPosition, p);
+  return ok;
+}
+
+// Pair i (2i, 2i+1) of a rope row x rotated by the table's (c, s): the values of out[i] and out[half + i].
+// Reading apart from writing lets a kernel put a barrier between every read of a row and the writes
+// that overwrite it.
+struct RotatedPair {
+  float lo, hi;
+};
 template <typename T>
-__global__ void rope_kernel(T* x, int64_t s0, int64_t s1, int64_t N, int64_t H, const int32_t* pos, const float* cos,
-                            const float* sin, int64_t cs_stride, int64_t max_pos, int* err) {
+__device__ __forceinline__ RotatedPair rotate_pair(const T* x, int i, float c, float s) {
+  const float a = to_f32(x[2 * i]), b = to_f32(x[2 * i + 1]);
+  return {a * c - b * s, b * c + a * s};
+}
+template <typename T>
+__device__ __forceinline__ void store_pair(T* out, int i, int half, RotatedPair r) {
+  out[i] = from_f32<T>(r.lo);
+  out[half + i] = from_f32<T>(r.hi);
+}
+
+// Block = (half, rows): one row (token, head) per y lane, so the barrier separates every read of a row
+// from the de-interleaved writes that overwrite it (out is x itself or apart from it).
+template <typename T>
+__global__ void rope_kernel(T* out, int64_t o0, int64_t o1, const T* x, int64_t s0, int64_t s1, int64_t N, int64_t H,
+                            const int32_t* pos, const float* cos, const float* sin, int64_t cs_stride, int64_t max_pos,
+                            int* err) {
   const int half = blockDim.x, i = threadIdx.x;
   const int64_t row = blockIdx.x * int64_t{blockDim.y} + threadIdx.y;
-  bool live = row < N * H;
-  float a = 0, b = 0, c = 0, s = 0;
-  T* v = nullptr;
-  if (live) {
-    const int64_t n = row / H, h = row % H;
-    const int32_t p = pos[n];
-    if (p < 0 || p >= max_pos) {
-      if (i == 0) report(err, kErrPosition, p);
-      live = false;
-    } else {
-      v = x + n * s0 + h * s1;
-      a = to_f32(v[2 * i]);
-      b = to_f32(v[2 * i + 1]);
-      c = cos[p * cs_stride + i];
-      s = sin[p * cs_stride + i];
-    }
-  }
+  const int64_t n = row / H, h = row % H;
+  const int32_t p = row < N * H ? pos[n] : 0;
+  const bool live = row < N * H && in_rope_table(p, max_pos, i == 0, err);
+  RotatedPair r{};
+  if (live) r = rotate_pair(x + n * s0 + h * s1, i, cos[p * cs_stride + i], sin[p * cs_stride + i]);
   __syncthreads();
-  if (live) {
-    v[i] = from_f32<T>(a * c - b * s);
-    v[half + i] = from_f32<T>(b * c + a * s);
-  }
+  if (live) store_pair(out + n * o0 + h * o1, i, half, r);
+}
+
+// One block per latent row [c_kv | k_pe], in place: rms_norm of c_kv by the first norm_threads threads
+// (summed as rms_norm's block of that size sums it), rope of k_pe by threads i < half, one pair each. The
+// pairs are read before the norm's barriers and written after them; c_kv and k_pe do not overlap.
+template <typename T, int V>
+__global__ void latent_norm_rope_kernel(T* lat, int64_t stride, const float* w, int64_t C, float eps, int norm_threads,
+                                        const int32_t* pos, const float* cos, const float* sin, int64_t cs_stride,
+                                        int64_t max_pos, int half, int* err) {
+  T* row = lat + blockIdx.x * stride;
+  T* pe = row + C;
+  const int i = threadIdx.x;
+  const int32_t p = pos[blockIdx.x];
+  const bool rotates = i < half && in_rope_table(p, max_pos, i == 0, err);
+  RotatedPair r{};
+  if (rotates) r = rotate_pair(pe, i, cos[p * cs_stride + i], sin[p * cs_stride + i]);
+  rms_norm_row<T, T, V, false>(row, row, nullptr, w, C, eps, norm_threads);
+  if (rotates) store_pair(pe, i, half, r);
 }
 
 // out[r] = silu(gu[r, :I]) * gu[r, I:] for r = rows[i], i < n (rows null: r = i; negative: skipped).
@@ -237,14 +274,40 @@ void CudaBackend::embedding(Tensor out, Tensor ids, Tensor table) {
 
 namespace {
 
+// rms_norm's vector width (at most 8) and block size for rows of d elements over these tensors: latent_norm_rope
+// norms c_kv with the same ones, so that it sums as rms_norm does.
+struct NormBlock {
+  int vec = 1, threads = 32;
+};
+NormBlock norm_block(int64_t d, std::initializer_list<const Tensor*> ts) {
+  const int V = std::min(vec_width(d, ts), 8);
+  return {V, static_cast<int>(std::clamp<int64_t>((d / V + 31) / 32 * 32, 32, 512))};
+}
+
+void check_norm_weight(const Tensor& weight, int64_t d) {
+  SPLASH_CHECK(weight.dtype() == DType::F32 && weight.is_contiguous() && weight.numel() == d,
+               "rms_norm weight must be contiguous F32 [{}], got {} {}", d, dtype_name(weight.dtype()),
+               weight.shape_str());
+}
+
+// The rope table's half-width is d_r / 2; positions index its rows on the device.
+void check_rope(const RopeTable& table, int64_t d_r, const Tensor& positions, int64_t rows) {
+  SPLASH_CHECK(d_r % 2 == 0 && d_r <= 2048, "rope dim {}", d_r);
+  SPLASH_CHECK(table.cos.dtype() == DType::F32 && table.sin.dtype() == DType::F32 && table.cos.size(1) * 2 == d_r &&
+                   table.cos.stride(0) == table.sin.stride(0),
+               "rope table {} for d_r {}", table.cos.shape_str(), d_r);
+  require_device(positions, "rope positions");
+  SPLASH_CHECK(positions.dtype() == DType::I32 && positions.numel() >= rows, "rope positions {} for {} rows",
+               positions.shape_str(), rows);
+}
+
 // rms_norm and add_rms_norm: one block per row; a residual (defined) is added into first.
 void launch_rms_norm(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& weight, float eps,
                      cudaStream_t st) {
   require_rows(out, "rms_norm out");
   require_rows(x, "rms_norm x");
-  SPLASH_CHECK(weight.dtype() == DType::F32 && weight.is_contiguous(), "rms_norm weight must be contiguous F32");
-  SPLASH_CHECK(out.same_shape(x) && weight.numel() == x.size(1), "rms_norm: out {} x {} weight {}", out.shape_str(),
-               x.shape_str(), weight.shape_str());
+  SPLASH_CHECK(out.same_shape(x), "rms_norm: out {} x {}", out.shape_str(), x.shape_str());
+  check_norm_weight(weight, x.size(1));
   const bool add = residual.defined();
   if (add) {
     require_rows(residual, "add_rms_norm residual");
@@ -253,20 +316,19 @@ void launch_rms_norm(const Tensor& out, const Tensor& x, const Tensor& residual,
   }
   const int64_t N = x.size(0), d = x.size(1);
   if (N == 0) return;
-  const int V = add ? vec_width(d, {&out, &x, &residual, &weight}) : vec_width(d, {&out, &x, &weight});
-  const int threads = static_cast<int>(std::clamp<int64_t>((d / V + 31) / 32 * 32, 32, 512));
+  const NormBlock nb = add ? norm_block(d, {&out, &x, &residual, &weight}) : norm_block(d, {&out, &x, &weight});
   dispatch_float(out.dtype(), "rms_norm out", [&](auto to) {
     dispatch_float(x.dtype(), "rms_norm x", [&](auto tx) {
-      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      dispatch_vec(nb.vec, [&](auto v) {
         using TO = typename decltype(to)::type;
         using TX = typename decltype(tx)::type;
         constexpr int kV = decltype(v)::value;
         if (add)
-          rms_norm_kernel<TO, TX, kV, true><<<static_cast<unsigned>(N), threads, 0, st>>>(
+          rms_norm_kernel<TO, TX, kV, true><<<static_cast<unsigned>(N), nb.threads, 0, st>>>(
               out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), residual.ptr<TX>(), residual.stride(0),
               weight.ptr<float>(), d, eps);
         else
-          rms_norm_kernel<TO, TX, kV, false><<<static_cast<unsigned>(N), threads, 0, st>>>(
+          rms_norm_kernel<TO, TX, kV, false><<<static_cast<unsigned>(N), nb.threads, 0, st>>>(
               out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), nullptr, 0, weight.ptr<float>(), d, eps);
       });
     });
@@ -284,14 +346,13 @@ void CudaBackend::add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor wei
   launch_rms_norm(out, x, residual, weight, eps, ctx_->compute);
 }
 
-void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
+void CudaBackend::rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) {
   SPLASH_CHECK(x.ndim() == 3 && (x.size(2) <= 1 || x.stride(2) == 1), "rope x must be [N, heads, d_r] with contiguous rows");
-  SPLASH_CHECK(x.size(2) % 2 == 0 && x.size(2) <= 2048, "rope dim {}", x.size(2));
-  SPLASH_CHECK(table.cos.dtype() == DType::F32 && table.sin.dtype() == DType::F32 &&
-                   table.cos.size(1) * 2 == x.size(2) && table.cos.stride(0) == table.sin.stride(0),
-               "rope table {} for x {}", table.cos.shape_str(), x.shape_str());
-  require_device(positions, "rope positions");
+  SPLASH_CHECK(out.same_shape(x) && out.dtype() == x.dtype() && (out.size(2) <= 1 || out.stride(2) == 1),
+               "rope: out {} {} for x {} {}", dtype_name(out.dtype()), out.shape_str(), dtype_name(x.dtype()),
+               x.shape_str());
   const int64_t N = x.size(0), H = x.size(1);
+  check_rope(table, x.size(2), positions, N);
   const int half = static_cast<int>(x.size(2) / 2);
   if (N * H == 0 || half == 0) return;
   const int rows_per_block = std::max(1, 256 / half);
@@ -299,10 +360,35 @@ void CudaBackend::rope(Tensor x, Tensor positions, const RopeTable& table) {
   const unsigned grid = static_cast<unsigned>((N * H + rows_per_block - 1) / rows_per_block);
   dispatch_float(x.dtype(), "rope", [&](auto t) {
     using T = typename decltype(t)::type;
-    rope_kernel<T><<<grid, block, 0, ctx_->compute>>>(x.ptr<T>(), x.stride(0), x.stride(1), N, H,
-                                                      positions.ptr<int32_t>(), table.cos.ptr<float>(),
-                                                      table.sin.ptr<float>(), table.cos.stride(0), table.cos.size(0),
-                                                      errors());
+    rope_kernel<T><<<grid, block, 0, ctx_->compute>>>(out.ptr<T>(), out.stride(0), out.stride(1), x.ptr<T>(),
+                                                      x.stride(0), x.stride(1), N, H, positions.ptr<int32_t>(),
+                                                      table.cos.ptr<float>(), table.sin.ptr<float>(),
+                                                      table.cos.stride(0), table.cos.size(0), errors());
+  });
+  SPLASH_CUDA_LAUNCHED();
+}
+
+// A block per row holds rms_norm's block for c_kv and, where k_pe has more pairs than that, enough
+// threads for one pair each.
+void CudaBackend::latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Tensor positions,
+                                   const RopeTable& table) {
+  require_rows(lat, "latent_norm_rope lat");
+  const int64_t N = lat.size(0), C = norm_weight.numel(), d_r = lat.size(1) - C;
+  SPLASH_CHECK(d_r >= 0, "latent_norm_rope: norm weight {} for latent rows {}", norm_weight.shape_str(),
+               lat.shape_str());
+  check_norm_weight(norm_weight, C);
+  check_rope(table, d_r, positions, N);
+  if (N == 0) return;
+  const Tensor c_kv = lat.slice(1, 0, C);
+  const NormBlock nb = norm_block(C, {&c_kv, &c_kv, &norm_weight});  // rms_norm(c_kv, c_kv, ...)'s
+  const int half = static_cast<int>(d_r / 2), threads = std::max(nb.threads, (half + 31) / 32 * 32);
+  dispatch_float(lat.dtype(), "latent_norm_rope", [&](auto t) {
+    dispatch_vec(nb.vec, [&](auto v) {
+      using T = typename decltype(t)::type;
+      latent_norm_rope_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
+          lat.ptr<T>(), lat.stride(0), norm_weight.ptr<float>(), C, eps, nb.threads, positions.ptr<int32_t>(),
+          table.cos.ptr<float>(), table.sin.ptr<float>(), table.cos.stride(0), table.cos.size(0), half, errors());
+    });
   });
   SPLASH_CUDA_LAUNCHED();
 }

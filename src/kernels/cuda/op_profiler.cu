@@ -82,8 +82,12 @@ class OpProfilingBackend final : public Backend {
     timed(out.dtype() == DType::F32 ? "linear_f32_out" : "linear", {}, [&] { in_->linear(out, x, w, accumulate); });
   }
   void matmul(Tensor c, Tensor a, Tensor b, bool b_nk) override { timed("matmul", {}, [&] { in_->matmul(c, a, b, b_nk); }); }
-  void rope(Tensor x, Tensor positions, const RopeTable& table) override {
-    timed("rope", {}, [&] { in_->rope(x, positions, table); });
+  void rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) override {
+    timed("rope", {}, [&] { in_->rope(out, x, positions, table); });
+  }
+  void latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Tensor positions,
+                        const RopeTable& table) override {
+    timed("latent_norm_rope", {}, [&] { in_->latent_norm_rope(lat, norm_weight, eps, positions, table); });
   }
   void silu_mul(Tensor out, Tensor gate_up) override { timed("silu_mul", {}, [&] { in_->silu_mul(out, gate_up); }); }
   void add(Tensor out, Tensor a, Tensor b) override { timed("add", {}, [&] { in_->add(out, a, b); }); }

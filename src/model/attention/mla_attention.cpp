@@ -34,8 +34,13 @@ Tensor w_uv(const AttentionWeights& w, const Dims& D) {
   return w.kv_b.w.reshape({w.heads.count(), D.dn + D.dv, D.C}).slice(1, D.dn, D.dn + D.dv);
 }
 
-// q [R, Hh, d_n + d_r] with rope applied, for the held heads.
-Tensor project_q(RankEnv& env, const AttentionWeights& w, Tensor x, Tensor positions) {
+// Where q's rope part is rotated: in place by project_q, for rows of either form; but where every attended
+// row takes the absorbed form, absorb_q rotates it straight into q~, which saves the copy of the rotated part.
+bool rope_in_absorb(const StepAttention& sa) { return sa.absorbed().all; }
+
+// q [R, Hh, d_n + d_r] for the held heads; its rope part rotated unless the rotation is left to absorb_q
+// (`rotate` false).
+Tensor project_q(RankEnv& env, const AttentionWeights& w, Tensor x, Tensor positions, bool rotate) {
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t R = x.size(0), Hh = w.heads.count();
@@ -49,7 +54,7 @@ Tensor project_q(RankEnv& env, const AttentionWeights& w, Tensor x, Tensor posit
     be.linear(q, x, w.q_b);
   }
   Tensor q3 = q.reshape({R, Hh, D.dqk});
-  be.rope(q3.slice(2, D.dn, D.dqk), positions, env.rope);
+  if (rotate) be.rope(q3.slice(2, D.dn, D.dqk), q3.slice(2, D.dn, D.dqk), positions, env.rope);
   return q3;
 }
 
@@ -60,19 +65,22 @@ Tensor project_latent(RankEnv& env, const AttentionWeights& w, Tensor x, Tensor 
   const int64_t R = x.size(0);
   Tensor lat = be.empty(be.act_dtype(), {R, D.W});
   be.linear(lat, x, w.kv_a);
-  be.rms_norm(lat.slice(1, 0, D.C), lat.slice(1, 0, D.C), w.kv_a_norm, static_cast<float>(env.cfg.rms_norm_eps));
-  be.rope(lat.slice(1, D.C, D.W).unsqueeze(1), positions, env.rope);
+  be.latent_norm_rope(lat, w.kv_a_norm, static_cast<float>(env.cfg.rms_norm_eps), positions, env.rope);
   return lat;
 }
 
-// q~ = [W_UK^T q_nope | q_pe] per head: [R, Hh, C + d_r].
-Tensor absorb_q(RankEnv& env, const AttentionWeights& w, Tensor q) {
+// q~ = [W_UK^T q_nope | q_pe] per head: [R, Hh, C + d_r]. Given the rows' positions, q's rope part is
+// still unrotated and is rotated into q~; otherwise it is copied.
+Tensor absorb_q(RankEnv& env, const AttentionWeights& w, Tensor q, Tensor rope_positions) {
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t R = q.size(0), Hh = q.size(1);
   Tensor qa = be.empty(be.act_dtype(), {R, Hh, D.W});
   be.matmul(qa.slice(2, 0, D.C).transpose(0, 1), q.slice(2, 0, D.dn).transpose(0, 1), w_uk(w, D), false);
-  be.copy(qa.slice(2, D.C, D.W), q.slice(2, D.dn, D.dqk));
+  if (rope_positions.defined())
+    be.rope(qa.slice(2, D.C, D.W), q.slice(2, D.dn, D.dqk), rope_positions, env.rope);
+  else
+    be.copy(qa.slice(2, D.C, D.W), q.slice(2, D.dn, D.dqk));
   return qa;
 }
 
@@ -117,7 +125,8 @@ std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, 
   }
   if (const FormRows& g = sa.absorbed(); g.count > 0) {
     const int64_t Ra = g.count;
-    Tensor qa = absorb_q(env, w, g.all ? q : gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Ra, Hh, D.dqk}));
+    Tensor qa = absorb_q(env, w, g.all ? q : gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Ra, Hh, D.dqk}),
+                         rope_in_absorb(sa) ? sa.attended_positions() : Tensor());
     Tensor z = be.empty(be.act_dtype(), {Ra, Hh, D.C}), la = be.empty(DType::F32, {Ra, Hh});
     be.attention_absorbed(z, la, qa, sa.paged(layer, env.kv_pool), scale);
     Tensor oa = unabsorb(env, w, z);
@@ -137,7 +146,7 @@ void store_latents(RankEnv& env, const AttentionWeights& w, int layer, const Ste
 // TP: every rank stores every latent and attends for all rows on its heads; O partials all-reduced.
 void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
   store_latents(env, w, layer, sa, x);
-  Tensor q = project_q(env, w, x, sa.positions());
+  Tensor q = project_q(env, w, x, sa.positions(), !rope_in_absorb(sa));
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   env.be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
@@ -151,7 +160,7 @@ void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   if (R > 0) {
     Tensor xr = gather(be, x, sa.attended_rows());
     store_latents(env, w, layer, sa, xr);
-    Tensor q = project_q(env, w, xr, sa.attended_positions());
+    Tensor q = project_q(env, w, xr, sa.attended_positions(), !rope_in_absorb(sa));
     auto [o, lse] = attend_local(env, w, layer, sa, q);
     be.linear(partial, heads_flat(o), w.o);
   }
@@ -169,7 +178,7 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   const Dims D(env.cfg);
   const int64_t N = x.size(0), T = env.ranks();
   store_latents(env, w, layer, sa, x);
-  Tensor q = project_q(env, w, x, sa.positions());
+  Tensor q = project_q(env, w, x, sa.positions(), !rope_in_absorb(sa));
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   Tensor parts = be.empty(be.act_dtype(), {T, N, D.H, D.dv}), lses = be.empty(DType::F32, {T, N, D.H});
   env.comm.all_gather(o, parts);
@@ -187,7 +196,8 @@ void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   const int T = env.ranks();
   const int64_t N = x.size(0), Hh = w.heads.count(), R = sa.attended_count();
   if (R > 0) store_latents(env, w, layer, sa, gather(be, x, sa.attended_rows()));
-  Tensor qa = absorb_q(env, w, project_q(env, w, x, sa.positions()));  // [N, Hh, W]
+  // Every row is absorbed here: q's rope part is rotated straight into q~.
+  Tensor qa = absorb_q(env, w, project_q(env, w, x, sa.positions(), false), sa.positions());  // [N, Hh, W]
   // Rows grouped by owner, each row's held heads contiguous.
   std::vector<int64_t> send_q, recv_q, send_z, recv_z;
   for (int r = 0; r < T; ++r) {
