@@ -211,14 +211,6 @@ TEST_F(CudaOps, LinearShapesDtypesAndLayouts) {
       {64, 2048, 64, false, true, true, true},     // router at the few-rows kernel's limit, accumulating
       {65, 2048, 64, false, false, true, true},    // router just past it (cuBLASLt)
       {300, 7168, 24, false, false, true, false},  // long K, split-K territory
-      // Decode rows take the dense GEMV (up to kDenseGemvMaxRows): partial warps of columns (N % 16),
-      // several passes' worth of rows, f32 out, accumulating; then its limits.
-      {3, 2048, 70, false, true, false, false},
-      {8, 1024, 300, false, false, true, false},
-      {5, 520, 1, false, false, false, false},
-      {2, 4096, 257, false, true, true, false},
-      {4, 100, 37, false, false, false, false},    // K % 8 != 0: cuBLASLt
-      {9, 256, 64, false, false, false, false},    // one row past the GEMV: cuBLASLt
   };
   for (const Case& c : cases) {
     const std::string what = "linear M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) +
@@ -518,19 +510,6 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
     else
       report(name, ms, 2.0 * (N * K + M * K + M * N), "GB/s");
   }
-  // Decode rows: linear (the dense GEMV up to kDenseGemvMaxRows rows) next to the same product through
-  // cuBLASLt (matmul), at DeepSeek-V2-Lite's projection shapes (q, kv_a, o, shared expert gate-up and
-  // down, the dense layer's down, lm_head).
-  for (auto [K, N] : {std::array<int64_t, 2>{2048, 3072}, {2048, 576}, {2048, 2048}, {2048, 5632}, {2816, 2048},
-                      {10944, 2048}, {2048, 102400}})
-    for (int64_t M : {1, 2, 4, 8}) {
-      Tensor x = dev_rand({M, K}, 1), w = dev_rand({N, K}, 0.05f), y = gpu().empty(DType::BF16, {M, N});
-      const double bytes = 2.0 * (N * K + M * K + M * N);
-      const std::string shape = " M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
-      report("linear" + shape, time_ms(200, [&] { gpu().linear(y, x, Weight{w}); }), bytes, "GB/s");
-      report("cublas" + shape,
-             time_ms(200, [&] { gpu().matmul(y.unsqueeze(0), x.unsqueeze(0), w.unsqueeze(0), true); }), bytes, "GB/s");
-    }
   {
     const int64_t N = 4096, d = 7168;
     Tensor x = dev_rand({N, d}, 1), y = gpu().empty(DType::BF16, {N, d}), w = dev(rand({d}, 0.5f, 1.5f), DType::F32);

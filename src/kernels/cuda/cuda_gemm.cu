@@ -4,7 +4,6 @@
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_types.cuh"
-#include "kernels/cuda/dense_gemv.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -287,8 +286,6 @@ void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate)
     SPLASH_CUDA_LAUNCHED();
     return;
   }
-  // Decode-sized rows of a bf16/f16 projection: a GEMV at near copy bandwidth (dense_gemv.cuh).
-  if (!w.transposed && dense_gemv_fits(out, xs, w.w)) return dense_gemv(out, xs, w.w, accumulate, ctx_->compute);
   if (w.w.dtype() == DType::F32 && out.dtype() != DType::F32) {
     // cuBLASLt has no f32 x f32 -> bf16 kernel: go through an f32 result.
     Tensor tmp = empty(DType::F32, {M, N});

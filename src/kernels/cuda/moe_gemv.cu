@@ -1,6 +1,7 @@
-// Routed experts as batched GEMVs (the inner loop in gemv_rows.cuh): with at most a few rows per
-// expert the work is reading the busy experts' weights once. Grid = (output tiles, local experts); an
-// idle expert's blocks exit at once.
+// Routed experts as batched GEMVs: with at most a few rows per expert the work is reading the busy
+// experts' weights once, so each warp streams kRowsPerWarp weight rows with 16-byte loads and dots
+// them with the expert's input rows (L1/L2 hits: they are tiny), accumulating in f32; a warp-shuffle
+// sum finishes each dot. Grid = (output tiles, local experts); an idle expert's blocks exit at once.
 // FP8 experts stream 16 codes per load (half the bytes) against their pre-quantized inputs.
 #include "kernels/cuda/moe_gemv.cuh"
 
@@ -8,12 +9,75 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
-#include "kernels/cuda/gemv_rows.cuh"
 
 namespace splash::cuda {
 namespace {
 
-using namespace gemv;
+constexpr int kWarps = 4;  // small blocks: register-limited occupancy comes in steps of 4 warps
+// Each input-row load feeds this many weight rows (the input loads, L1 hits, then stay within the L1's
+// bandwidth at 8 rows per expert), and each lane keeps 4 x 16 bytes of weights in flight per step.
+constexpr int kRowsPerWarp = 4;
+constexpr int kThreads = kWarps * 32;
+// At least 16 warps per SM, each with 2 steps x 4 rows x 512 bytes of weights in flight: 64 KB per SM,
+// twice what H200's bandwidth-latency product asks (~4.8 TB/s x ~0.9 us / 132 SMs). Caps registers at
+// 128: enough for up to 8 input rows at a time (32 accumulators, 16 rows spilled).
+constexpr int kMinBlocks = 4;
+
+// 16 bytes of weights, read once per step: evict-first, so they do not push the inputs out of the caches.
+template <typename T, int V>
+__device__ __forceinline__ Vec<T, V> load_streaming(const T* p) {
+  static_assert(sizeof(Vec<T, V>) == 16, "one 16-byte load");
+  const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
+  Vec<T, V> v;
+  memcpy(&v, &raw, sizeof(v));
+  return v;
+}
+
+// acc[p][r] += this lane's share of w[p] . (in + in_off[r]) over len elements, for r < rows. The next
+// step's weights are loaded before this step's FMAs, so each lane keeps two steps of loads in flight.
+template <typename T, int ROWS, int MAXR>
+__device__ __forceinline__ void dot_rows(float (&acc)[ROWS][MAXR], const T* const (&w)[ROWS], const T* in,
+                                         const int64_t* in_off, int rows, int64_t len) {
+  constexpr int V = 16 / sizeof(T);
+  int64_t c = (threadIdx.x % 32) * V;
+  Vec<T, V> wv[ROWS] = {};
+  if (c < len) {
+#pragma unroll
+    for (int p = 0; p < ROWS; ++p) wv[p] = load_streaming<T, V>(w[p] + c);
+  }
+  for (; c < len; c += 32 * V) {
+    Vec<T, V> next[ROWS] = {};
+    if (c + 32 * V < len) {
+#pragma unroll
+      for (int p = 0; p < ROWS; ++p) next[p] = load_streaming<T, V>(w[p] + c + 32 * V);
+    }
+#pragma unroll
+    for (int r = 0; r < MAXR; ++r) {
+      if (r >= rows) break;
+      float xv[V];
+      load_f32<V>(in + in_off[r] + c, xv);
+#pragma unroll
+      for (int p = 0; p < ROWS; ++p)
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[p][r] += to_f32(wv[p].v[i]) * xv[i];
+    }
+#pragma unroll
+    for (int p = 0; p < ROWS; ++p) wv[p] = next[p];
+  }
+}
+
+// Sums each dot over the warp; every lane gets the totals.
+template <int ROWS, int MAXR>
+__device__ __forceinline__ void warp_sum(float (&acc)[ROWS][MAXR], int rows) {
+#pragma unroll
+  for (int r = 0; r < MAXR; ++r) {
+    if (r >= rows) break;
+#pragma unroll
+    for (int p = 0; p < ROWS; ++p)
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) acc[p][r] += __shfl_xor_sync(0xffffffffu, acc[p][r], o);
+  }
+}
 
 // Block (tile, e): columns [tile * kWarps * P, + kWarps * P) of h for local expert e's rows; a warp
 // takes P columns, i.e. gate rows j and up rows I + j. Rows go MAXR at a time.
@@ -247,6 +311,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Calls f(integral_constant<int, MAXR>) with the input rows a pass takes: the smallest instantiated
+// count that covers max_rows, at most 8 (more rows take several passes over the expert's weights).
+template <typename F>
+void dispatch_max_rows(int64_t max_rows, F&& f) {
+  if (max_rows <= 1) return f(std::integral_constant<int, 1>{});
+  if (max_rows <= 4) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
+
+unsigned tiles(int64_t cols, int per_block) { return static_cast<unsigned>((cols + per_block - 1) / per_block); }
 
 }  // namespace
 
