@@ -5,8 +5,9 @@
 // busy expert when experts have many rows); the weighted results are added back per row in expert
 // order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128
 // block scales) take the same paths: GEMVs reading the busy experts' codes, and otherwise one
-// block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on the padded or the read-back layout, each expert's
-// rows quantized as linear() quantizes its input.
+// block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on a padded layout (N rows per expert, or after the
+// read-back each expert's count), every expert's rows rounded up to a multiple of 4 for cuBLASLt, each
+// expert's rows quantized as linear() quantizes its input.
 #include "kernels/cuda/cuda_check.cuh"
 
 #include <algorithm>
@@ -186,15 +187,35 @@ __global__ void moe_combine_kernel(T* out, int64_t out_stride, const T* y, int64
   store_f32<V>(out + n * out_stride + c, acc);
 }
 
-// Padded layout for decode-sized batches: local expert e owns rows [e N, e N + N) of xs; its first
-// count(e) rows are its tokens in order, the rest zeros.
+// Padded layouts: local expert e owns rows [start(e), start(e + 1)) of xs, either N each (decode-sized
+// batches: no token picks an expert twice) or from `starts` (the FP8 read-back path: each count rounded
+// up to a multiple of 4); its first count(e) rows are its tokens in order, the rest zeros.
+struct PaddedRows {
+  const int32_t* starts;  // device, E + 1 of them; null: e N
+  int64_t N;
+  int E;
+  __device__ int64_t start(int e) const { return starts ? starts[e] : e * N; }
+  // The expert whose rows hold padded row r (the last e with start(e) <= r: empty experts own none).
+  __device__ int expert_of(int64_t r) const {
+    if (!starts) return static_cast<int>(r / N);
+    int lo = 0, hi = E;  // start(lo) <= r < start(hi)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (starts[mid] <= r) lo = mid; else hi = mid;
+    }
+    return lo;
+  }
+};
+
 template <typename T, int V>
-__global__ void moe_pad_gather_kernel(T* xs, const T* x, int64_t x_stride, const int32_t* offsets,
-                                      const int32_t* row_of, int64_t N, int E, int64_t d) {
+__global__ void moe_pad_gather_kernel(T* xs, int64_t rows, const T* x, int64_t x_stride, const int32_t* offsets,
+                                      const int32_t* row_of, PaddedRows pad, int64_t d) {
   const int64_t per_row = d / V;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < E * N * per_row;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * per_row;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / per_row, c = (i % per_row) * V, e = r / N, j = r % N;
+    const int64_t r = i / per_row, c = (i % per_row) * V;
+    const int e = pad.expert_of(r);
+    const int64_t j = r - pad.start(e);
     float v[V];
     if (j < offsets[e + 1] - offsets[e]) {
       load_f32<V>(x + int64_t{row_of[offsets[e] + j]} * x_stride + c, v);
@@ -208,11 +229,11 @@ __global__ void moe_pad_gather_kernel(T* xs, const T* x, int64_t x_stride, const
 
 // pos_of (compact sorted positions) -> positions in the padded layout.
 __global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const int32_t* ids, const int32_t* offsets,
-                                   int64_t entries, int begin, int64_t N) {
+                                   int64_t entries, int begin, PaddedRows pad) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
     const int32_t p = pos_of[i];
     const int e = ids[i] - begin;
-    padded[i] = p < 0 ? -1 : static_cast<int32_t>(e * N + (p - offsets[e]));
+    padded[i] = p < 0 ? -1 : static_cast<int32_t>(pad.start(e) + (p - offsets[e]));
   }
 }
 
@@ -324,28 +345,38 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     combine(y, pos_of);
     return;
   }
-  if (path == MoePath::Padded) {
-    const int64_t R = int64_t{E} * N;
+  // The experts on a padded layout of R rows (PaddedRows); `gemms(weight, in, res)` runs one projection.
+  auto run_padded = [&](const PaddedRows& pad, int64_t R, auto&& gemms) {
     Tensor xs = empty(x.dtype(), {R, d}), gu = empty(x.dtype(), {R, I2}), h = empty(x.dtype(), {R, I}),
            y = empty(x.dtype(), {R, d}), padded_pos = empty(DType::I32, {entries});
     dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using T = typename decltype(t)::type;
         moe_pad_gather_kernel<T, decltype(v)::value><<<grid_for(R * d / v, 256), 256, 0, st>>>(
-            xs.ptr<T>(), x.ptr<T>(), x.stride(0), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, E, d);
+            xs.ptr<T>(), R, x.ptr<T>(), x.stride(0), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), pad, d);
       });
     });
     SPLASH_CUDA_LAUNCHED();
     moe_pad_pos_kernel<<<grid_for(entries, 256), 256, 0, st>>>(padded_pos.ptr<int32_t>(), pos_of.ptr<int32_t>(),
                                                                topk_ids.ptr<int32_t>(), offsets.ptr<int32_t>(),
-                                                               entries, expert_begin, N);
+                                                               entries, expert_begin, pad);
     SPLASH_CUDA_LAUNCHED();
+    gemms(gate_up, xs, gu);
+    // Only the rows holding tokens: the padding rows of h stay unwritten, and the down projection's
+    // results for them are never read (combine reads y at padded_pos; FP8 quantizes each row alone).
+    silu_mul_rows(h, gu, padded_pos);
+    gemms(down, h, y);
+    combine(y, padded_pos);
+  };
+  if (path == MoePath::Padded) {
     // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection (FP8:
-    // one block-scaled GEMM per expert, whose scale pointers cuBLASLt takes one call at a time).
+    // one block-scaled GEMM per expert, whose scale pointers cuBLASLt takes one call at a time, and whose
+    // row counts it takes only in multiples of 4: fp8_gemm.cu).
+    const int64_t Np = fp8 ? (N + 3) / 4 * 4 : N;
     std::vector<int64_t> starts;
-    for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * N);
-    auto batched = [&](const Weight& weight, const Tensor& in, const Tensor& res) {
-      if (fp8) return fp8_expert_gemms(weight, in, res, {N}, starts);
+    for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * Np);
+    run_padded(PaddedRows{nullptr, Np, E}, int64_t{E} * Np, [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+      if (fp8) return fp8_expert_gemms(weight, in, res, {Np}, starts);
       const Tensor& w = weight.w;
       const int m = static_cast<int>(w.size(1)), kk = static_cast<int>(w.size(2));
       const float alpha = 1.0f, beta = 0.0f;
@@ -353,13 +384,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
           blas_->cublas(st), CUBLAS_OP_T, CUBLAS_OP_N, m, static_cast<int>(N), kk, &alpha, w.data(), type,
           static_cast<int>(w.stride(1)), w.stride(0), in.data(), type, kk, N * kk, &beta, res.data(), type, m, N * m, E,
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    };
-    batched(gate_up, xs, gu);
-    // Only the rows holding tokens: the padding rows of h stay unwritten, and the down projection's
-    // results for them are never read (combine reads y at padded_pos).
-    silu_mul_rows(h, gu, padded_pos);
-    batched(down, h, y);
-    combine(y, padded_pos);
+    });
     return;
   }
 
@@ -370,6 +395,17 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   check_device_errors();
   const int64_t local = off[E];
   if (local == 0) return;
+  if (fp8) {  // each expert's rows padded to a multiple of 4, as cuBLASLt's block-scaled GEMMs take them
+    std::vector<int32_t> padded(static_cast<size_t>(E) + 1, 0);
+    for (int e = 0; e < E; ++e) padded[e + 1] = padded[e] + (off[e + 1] - off[e] + 3) / 4 * 4;
+    const Tensor starts_d = upload(Tensor(padded.data(), DType::I32, {int64_t{E} + 1}), DType::I32);
+    const std::vector<int64_t> starts(padded.begin(), padded.end());
+    run_padded(PaddedRows{starts_d.ptr<int32_t>(), 0, E}, padded[E],
+               [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+                 fp8_expert_gemms(weight, in, res, {0, starts_d.ptr<int32_t>(), E}, starts);
+               });
+    return;
+  }
 
   Tensor xs = empty(x.dtype(), {local, d}), gu = empty(x.dtype(), {local, I2}), h = empty(x.dtype(), {local, I}),
          y = empty(x.dtype(), {local, d});
@@ -378,7 +414,6 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   // gu_e = xs_e gate_up_e^T and y_e = h_e down_e^T: column-major D (out x rows) = W^T-op(W) X.
   const std::vector<int64_t> starts(off.begin(), off.end());
   auto expert_gemms = [&](const Weight& weight, const Tensor& in, const Tensor& res) {
-    if (fp8) return fp8_expert_gemms(weight, in, res, {0, offsets.ptr<int32_t>(), E}, starts);
     const Tensor& w = weight.w;
     const int64_t m = w.size(1), kk = w.size(2), lda = w.stride(1), ldb = in.size(1), ldd = res.size(1);
     std::vector<ExpertGemm> gemms;
