@@ -1,6 +1,6 @@
 // FP8 block-scaled weights on the GPU against the CPU reference (core/fp8.h's rule, kernels/cpu): the
-// activation quantization bit for bit, linear() at aligned and odd shapes (and which path ran: cuBLASLt's
-// block-scaled GEMM or the fallback kernel), and the MoE experts' FP8 paths (GEMVs, padded, read-back).
+// activation quantization bit for bit, linear() at aligned and odd shapes (and which path ran: the
+// few-rows GEMV, cuBLASLt's block-scaled GEMM or the fallback kernel), and the MoE experts' FP8 paths (GEMVs, padded, read-back).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,7 +79,7 @@ TEST_F(CudaFp8, ActivationQuantizationIsBitExact) {
 }
 
 TEST_F(CudaFp8, LinearMatchesTheCpuAndSaysWhichPathRan) {
-  enum Path { Lt, Fallback, Either };
+  enum Path { Lt, Fallback, Gemv };
   struct Case {
     int64_t M, N, K;
     bool accumulate;
@@ -87,12 +87,14 @@ TEST_F(CudaFp8, LinearMatchesTheCpuAndSaysWhichPathRan) {
     Path path;
   };
   const Case cases[] = {
-      {1, 256, 512, false, DType::BF16, Lt},       {64, 576, 7168, false, DType::BF16, Lt},  // decode, kv_a
-      {33, 1536, 2048, true, DType::BF16, Lt},     {300, 2048, 1408, false, DType::BF16, Lt},  // K blocks padded to 12
-      {7, 384, 96, false, DType::BF16, Either},    // K = 96: one partial block
-      {4, 100, 256, true, DType::BF16, Either},    // N not a multiple of 16
-      {5, 130, 200, true, DType::BF16, Fallback},  // K not a multiple of 16: never cuBLASLt
-      {3, 64, 128, false, DType::F32, Either},
+      // Up to 8 rows with K in whole 16 bytes: the GEMV, two passes of 8 rows at most.
+      {1, 256, 512, false, DType::BF16, Gemv},      {1, 2112, 7168, true, DType::BF16, Gemv},  // decode, q_a + kv_a
+      {8, 130, 2048, true, DType::BF16, Gemv},      // N not a multiple of the block's 16 outputs
+      {3, 64, 128, false, DType::F32, Gemv},        {7, 384, 96, false, DType::BF16, Gemv},  // K = 96: one partial block
+      {4, 100, 256, true, DType::F16, Gemv},
+      {64, 576, 7168, false, DType::BF16, Lt},      {33, 1536, 2048, true, DType::BF16, Lt},
+      {300, 2048, 1408, false, DType::BF16, Lt},    // K blocks padded to 12
+      {5, 130, 200, true, DType::BF16, Fallback},   // K not a multiple of 16: never cuBLASLt
   };
   for (const Case& c : cases) {
     const auto [host_w, dev_w] = fp8_weight(0, c.N, c.K);
@@ -104,15 +106,13 @@ TEST_F(CudaFp8, LinearMatchesTheCpuAndSaysWhichPathRan) {
     gpu().linear(out, dev(x), dev_w, c.accumulate);
     cpu_.linear(ref, x, host_w, c.accumulate);
     const Fp8GemmPaths after = paths();
-    const bool lt = after.cublaslt > before.cublaslt;
+    const Path ran = after.gemv > before.gemv ? Gemv : after.cublaslt > before.cublaslt ? Lt : Fallback;
     const std::string what = "FP8 linear M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
                              std::to_string(c.K) + (c.accumulate ? " accumulate" : "") + " (" +
-                             (lt ? "cuBLASLt" : "fallback kernel") + ")";
+                             (ran == Gemv ? "GEMV" : ran == Lt ? "cuBLASLt" : "fallback kernel") + ")";
     std::printf("%s\n", what.c_str());
-    EXPECT_EQ(after.cublaslt + after.fallback, before.cublaslt + before.fallback + 1) << what;
-    if (c.path != Either) {
-      EXPECT_EQ(lt, c.path == Lt) << what;
-    }
+    EXPECT_EQ(after.cublaslt + after.fallback + after.gemv, before.cublaslt + before.fallback + before.gemv + 1) << what;
+    EXPECT_EQ(ran, c.path) << what;
     expect_close(out, ref, kBf16Tol, what);
   }
 }
@@ -160,7 +160,9 @@ TEST_F(CudaFp8, MoeExpertsFp8PathsMatchTheCpu) {
       expect_close(out, ref, kTol, what);
       // With whole 16-byte rows every expert GEMM is cuBLASLt's, whatever the expert's row count (the
       // layouts round each to a multiple of 4): the fallback kernel is ~100x slower.
-      if (c.d % 16 == 0 && c.I % 16 == 0) EXPECT_EQ(paths().fallback, before.fallback) << what;
+      if (c.d % 16 == 0 && c.I % 16 == 0) {
+        EXPECT_EQ(paths().fallback, before.fallback) << what;
+      }
     }
   }
 }

@@ -97,7 +97,7 @@ cuda::CudaBackend& cuda_backend(const Backend& be) {
 
 Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be) {
   const cuda::Fp8GemmCounts& c = cuda_backend(be).fp8_gemm_counts();
-  return {c.cublaslt, c.fallback};
+  return {c.cublaslt, c.fallback, c.gemv};
 }
 
 void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x) { cuda_backend(be).quantize_fp8_rows(q, scales, x); }

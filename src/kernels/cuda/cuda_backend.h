@@ -16,10 +16,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const std::vector<int>& p
 // Bytes the backend's arena has handed out and not yet freed (0 for a non-CUDA backend).
 size_t cuda_bytes_in_use(const Backend& be);
 
-// FP8 block-scaled GEMMs the CUDA backend `be` ran through cuBLASLt and through its fallback kernel
-// (shapes cuBLASLt has no kernel for). Fails for any other backend.
+// FP8 block-scaled GEMMs the CUDA backend `be` ran through cuBLASLt, through its fallback kernel (shapes
+// cuBLASLt has no kernel for) and through the few-rows GEMV. Fails for any other backend.
 struct Fp8GemmPaths {
-  int64_t cublaslt = 0, fallback = 0;
+  int64_t cublaslt = 0, fallback = 0, gemv = 0;
 };
 Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be);
 // What linear() does to the input of an FP8 GEMM, alone (tests): x [M, K] -> q [M, K] E4M3 and scales F32

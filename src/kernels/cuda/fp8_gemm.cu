@@ -1,5 +1,5 @@
 // Block-scaled FP8 GEMMs (fp8_gemm.cuh) and linear() with FP8 weights: the input quantized per token in
-// 1 x 128 blocks, then one GEMM.
+// 1 x 128 blocks, then one GEMM (a GEMV for a few rows).
 #include "kernels/cuda/fp8_gemm.cuh"
 
 #include <cstdio>
@@ -109,11 +109,20 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
                "FP8 linear: weight {} ({}) with scales {}", w.w.shape_str(), dtype_name(w.w.dtype()), s.shape_str());
   SPLASH_CHECK(out.stride(1) == 1 || N <= 1, "FP8 linear: output rows must be contiguous");
   if (M == 0 || N == 0) return;
+  const Fp8Matrix wm{w.w.ptr<uint8_t>(), w.w.stride(0), s.ptr<float>(), s.stride(0)};
+  const int64_t ld = fp8_codes_ld(K);
+  if (fp8_gemv_fits(M, K, wm)) {
+    Tensor q = empty(DType::F8E4M3, {M, ld}), scales = empty(DType::F32, {fp8_blocks(K) * M});
+    cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {M}, ctx_->compute);
+    fp8_gemv({out.data(), out.dtype(), out.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()}, wm, M, N, K,
+             accumulate, ctx_->compute);
+    ++fp8_counts_.gemv;
+    return;
+  }
   // cuBLASLt (13.1, H100) refused the VEC128 activation scales ([K/128][M]) at M = 1 and 33 and took them
   // at 64 and 300: other M run as M rounded up to 4 zero-padded rows, into a scratch output whose first M
   // rows are then copied out.
   const int64_t Mp = (M + 3) / 4 * 4;
-  const int64_t ld = fp8_codes_ld(K);
   Tensor q = empty(DType::F8E4M3, {Mp, ld}), scales = empty(DType::F32, {fp8_blocks(K) * Mp});
   cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {.rows = Mp, .padded_rows = Mp},
                           ctx_->compute);
@@ -123,7 +132,7 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
     if (accumulate) copy(d.slice(0, 0, M), out);
   }
   fp8_gemm(*blas_, fp8_counts_, {d.data(), d.dtype(), d.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()},
-           {w.w.ptr<uint8_t>(), w.w.stride(0), s.ptr<float>(), s.stride(0)}, Mp, N, K, accumulate, ctx_->compute);
+           wm, Mp, N, K, accumulate, ctx_->compute);
   if (Mp != M) copy(out, d.slice(0, 0, M));
 }
 

@@ -35,10 +35,17 @@ struct GemmOut {
 };
 
 struct Fp8GemmCounts {
-  int64_t cublaslt = 0, fallback = 0;
+  int64_t cublaslt = 0, fallback = 0, gemv = 0;
 };
 
 void fp8_gemm(Blas& blas, Fp8GemmCounts& counts, const GemmOut& out, const Fp8Rows& x, const Fp8Matrix& w, int64_t M,
               int64_t N, int64_t K, bool accumulate, cudaStream_t st);
+
+// A few rows (decode) take the GEMV instead (fp8_gemv.cu): one launch that reads the weights once and
+// writes the M rows, the same sums in another order. It takes K and both row strides in whole 16 bytes.
+constexpr int64_t kFp8GemvRowsMax = 8;
+bool fp8_gemv_fits(int64_t M, int64_t K, const Fp8Matrix& w);
+void fp8_gemv(const GemmOut& out, const Fp8Rows& x, const Fp8Matrix& w, int64_t M, int64_t N, int64_t K,
+              bool accumulate, cudaStream_t st);
 
 }  // namespace splash::cuda

@@ -9,15 +9,13 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
+#include "kernels/cuda/gemv_rows.cuh"
 
 namespace splash::cuda {
 namespace {
 
-constexpr int kWarps = 4;  // small blocks: register-limited occupancy comes in steps of 4 warps
-// Each input-row load feeds this many weight rows (the input loads, L1 hits, then stay within the L1's
-// bandwidth at 8 rows per expert), and each lane keeps 4 x 16 bytes of weights in flight per step.
-constexpr int kRowsPerWarp = 4;
-constexpr int kThreads = kWarps * 32;
+using namespace gemv;
+
 // At least 16 warps per SM, each with 2 steps x 4 rows x 512 bytes of weights in flight: 64 KB per SM,
 // twice what H200's bandwidth-latency product asks (~4.8 TB/s x ~0.9 us / 132 SMs). Caps registers at
 // 128: enough for up to 8 input rows at a time (32 accumulators, 16 rows spilled).
@@ -63,19 +61,6 @@ __device__ __forceinline__ void dot_rows(float (&acc)[ROWS][MAXR], const T* cons
     }
 #pragma unroll
     for (int p = 0; p < ROWS; ++p) wv[p] = next[p];
-  }
-}
-
-// Sums each dot over the warp; every lane gets the totals.
-template <int ROWS, int MAXR>
-__device__ __forceinline__ void warp_sum(float (&acc)[ROWS][MAXR], int rows) {
-#pragma unroll
-  for (int r = 0; r < MAXR; ++r) {
-    if (r >= rows) break;
-#pragma unroll
-    for (int p = 0; p < ROWS; ++p)
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) acc[p][r] += __shfl_xor_sync(0xffffffffu, acc[p][r], o);
   }
 }
 
@@ -159,66 +144,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// FP8 experts: 16 codes of a weight row (one 16-byte load) against 16 codes of each input row, decoded
-// exactly (every E4M3 value is an f16), each partial sum times the weight block's and the input block's
-// scales: the sums linear() and the CPU reference compute, in another order. The kernels repeat the
-// structure of the two above rather than share it: a shared template costs the bf16 kernels about 20
-// registers (and spills at 8 rows per pass under their 128-register cap), and the FP8 ones, which hold
-// 16 decoded weights per row, run without that cap.
-__device__ __forceinline__ void decode16(const uint4& raw, float (&f)[16]) {
-  const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-
-// acc[p][r] += this lane's share of w[p] . x[in_row[r]] over len elements, for r < rows; w_scales[p] is
-// the scale row of weight row p, x's scales are [block][x_rows].
-template <int ROWS, int MAXR>
-__device__ __forceinline__ void dot_rows_fp8(float (&acc)[ROWS][MAXR], const uint8_t* const (&w)[ROWS],
-                                             const float* const (&w_scales)[ROWS], const Fp8Rows& x, int64_t x_rows,
-                                             const int64_t* in_row, int rows, int64_t len) {
-  int64_t c = (threadIdx.x % 32) * 16;
-  uint4 wv[ROWS] = {};
-  if (c < len) {
-#pragma unroll
-    for (int p = 0; p < ROWS; ++p) wv[p] = __ldcs(reinterpret_cast<const uint4*>(w[p] + c));
-  }
-  for (; c < len; c += 32 * 16) {
-    uint4 next[ROWS] = {};
-    if (c + 32 * 16 < len) {
-#pragma unroll
-      for (int p = 0; p < ROWS; ++p) next[p] = __ldcs(reinterpret_cast<const uint4*>(w[p] + c + 32 * 16));
-    }
-    const int64_t kb = c / kFp8Block;
-    float wf[ROWS][16], wscale[ROWS];
-#pragma unroll
-    for (int p = 0; p < ROWS; ++p) {
-      decode16(wv[p], wf[p]);
-      wscale[p] = w_scales[p][kb];
-    }
-#pragma unroll
-    for (int r = 0; r < MAXR; ++r) {
-      if (r >= rows) break;
-      float xf[16];
-      decode16(*reinterpret_cast<const uint4*>(x.codes + in_row[r] * x.ld + c), xf);
-      const float xs = x.scales[kb * x_rows + in_row[r]];
-#pragma unroll
-      for (int p = 0; p < ROWS; ++p) {
-        float part = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) part = fmaf(wf[p][i], xf[i], part);
-        acc[p][r] = fmaf(part, wscale[p] * xs, acc[p][r]);
-      }
-    }
-#pragma unroll
-    for (int p = 0; p < ROWS; ++p) wv[p] = next[p];
-  }
-}
-
+// The FP8 kernels below repeat the structure of the two above rather than share it: a shared template
+// costs the bf16 kernels about 20 registers (and spills at 8 rows per pass under their 128-register
+// cap), and the FP8 ones, which hold 16 decoded weights per row, run without that cap.
 // As moe_gate_up_gemv_kernel, FP8: w [E, 2I, d] codes, scales [E, blocks of 2I, blocks of d]; x quantized
 // (scales [block][x_rows]).
 template <typename T, int MAXR>
@@ -266,61 +194,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 }
-
-// As moe_down_gemv_kernel, FP8: w [E, d, I] codes, scales [E, blocks of d, blocks of I]; h quantized
-// (rows are sorted positions, scales [block][h_rows]).
-template <typename T, int MAXR>
-__global__ void __launch_bounds__(kThreads)
-    moe_down_gemv_fp8_kernel(T* y, Fp8Rows h, int64_t h_rows, const uint8_t* w, int64_t w_expert_stride,
-                             int64_t w_row_stride, const float* ws, int64_t ws_expert_stride, int64_t ws_row_stride,
-                             const int32_t* offsets, int64_t I, int64_t d) {
-  __shared__ int64_t in_row[MAXR];
-  const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
-  if (count == 0) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  const uint8_t* we = w + e * w_expert_stride;
-  const float* wse = ws + e * ws_expert_stride;
-  const uint8_t* rows[kRowsPerWarp];
-  const float* scale_rows[kRowsPerWarp];
-#pragma unroll
-  for (int p = 0; p < kRowsPerWarp; ++p) {
-    const int64_t j = j0 + p < d ? j0 + p : d - 1;
-    rows[p] = we + j * w_row_stride;
-    scale_rows[p] = wse + (j / kFp8Block) * ws_row_stride;
-  }
-  for (int base = 0; base < count; base += MAXR) {
-    const int n = min(count - base, MAXR);
-    __syncthreads();
-    if (threadIdx.x < n) in_row[threadIdx.x] = begin + base + threadIdx.x;
-    __syncthreads();
-    if (j0 >= d) continue;
-    float acc[kRowsPerWarp][MAXR] = {};
-    dot_rows_fp8<kRowsPerWarp, MAXR>(acc, rows, scale_rows, h, h_rows, in_row, n, I);
-    warp_sum(acc, n);
-#pragma unroll
-    for (int r = 0; r < MAXR; ++r) {
-      if (r >= n) break;
-      if (lane != r) continue;
-#pragma unroll
-      for (int p = 0; p < kRowsPerWarp; ++p) {
-        if (j0 + p >= d) break;
-        y[(begin + base + r) * d + j0 + p] = from_f32<T>(acc[p][r]);
-      }
-    }
-  }
-}
-
-// Calls f(integral_constant<int, MAXR>) with the input rows a pass takes: the smallest instantiated
-// count that covers max_rows, at most 8 (more rows take several passes over the expert's weights).
-template <typename F>
-void dispatch_max_rows(int64_t max_rows, F&& f) {
-  if (max_rows <= 1) return f(std::integral_constant<int, 1>{});
-  if (max_rows <= 4) return f(std::integral_constant<int, 4>{});
-  return f(std::integral_constant<int, 8>{});
-}
-
-unsigned tiles(int64_t cols, int per_block) { return static_cast<unsigned>((cols + per_block - 1) / per_block); }
 
 }  // namespace
 
@@ -373,9 +246,9 @@ void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, 
           gs.stride(1), offsets, row_of, I, d);
       SPLASH_CUDA_LAUNCHED();
       quantize_rows_fp8(h, hq, hq_ld, hs, {entries}, st);  // as linear() quantizes down's input
-      moe_down_gemv_fp8_kernel<T, MAXR><<<dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st>>>(
-          y.ptr<T>(), Fp8Rows{hq, hq_ld, hs}, entries, dw.ptr<uint8_t>(), dw.stride(0), dw.stride(1), ds.ptr<float>(),
-          ds.stride(0), ds.stride(1), offsets, I, d);
+      rows_gemv_fp8_kernel<T, MAXR><<<dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st>>>(
+          y.ptr<T>(), d, false, Fp8Rows{hq, hq_ld, hs}, entries, dw.ptr<uint8_t>(), dw.stride(0), dw.stride(1),
+          ds.ptr<float>(), ds.stride(0), ds.stride(1), offsets, 0, I, d);
       SPLASH_CUDA_LAUNCHED();
     });
   });
