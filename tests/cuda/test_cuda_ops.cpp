@@ -13,6 +13,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -349,11 +350,42 @@ TEST_F(CudaOps, MoeExpertsGroupsRowsByExpert) {
   Tensor gu2 = rand({E2, 2 * I2, d2}, -0.1f, 0.1f), dn2 = rand({E2, d2, I2}, -0.1f, 0.1f);
   Tensor out2 = gpu().empty(DType::BF16, {N2, d2});
   gpu().fill_zero(out2);
-  gpu().moe_experts(out2, dev(x2), gpu().upload(ids2_h, DType::I32), dev(w2, DType::F32), Weight{dev(gu2)},
-                    Weight{dev(dn2)}, 0);
+  const Weight gu2_d{dev(gu2)}, dn2_d{dev(dn2)};
+  // Past the padded layout's rows: the grouped GEMM, which keeps the routing on the device.
+  EXPECT_TRUE(gpu().moe_experts_capturable(N2, gu2_d, dn2_d));
+  gpu().moe_experts(out2, dev(x2), gpu().upload(ids2_h, DType::I32), dev(w2, DType::F32), gu2_d, dn2_d, 0);
   Tensor ref2 = cpu_tensor(DType::F32, {N2, d2});
   cpu_.moe_experts(ref2, x2, ids2_h, w2, Weight{gu2}, Weight{dn2}, 0);
   expect_close(out2, ref2, kBf16Tol, "moe_experts 32 experts");
+}
+
+// Prefill-sized batches on one rank of several (expert parallel): 24 local experts of 48 from index 16,
+// so about half the entries are other ranks' (the local count is below N k); local expert 5 gets no
+// rows; d and I off the grouped GEMM's 256-column and 64-deep tiles. bf16 and f16.
+TEST_F(CudaOps, MoeExpertsPrefillOnOneRankMatchesReference) {
+  const int64_t N = 640, E_total = 48, E_local = 24, k = 6, d = 264, I = 200;
+  const int expert_begin = 16, idle = expert_begin + 5;
+  std::vector<int32_t> ids;
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<int32_t> pool;
+    for (int32_t e = 0; e < E_total; ++e)
+      if (e != idle) pool.push_back(e);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+  }
+  Tensor ids_h = cpu_tensor(DType::I32, {N, k});
+  std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+  Tensor w = rand({N, k}, 0.1f, 1.0f), x = rand({N, d}), init = rand({N, d});
+  Tensor gu = rand({E_local, 2 * I, d}, -0.1f, 0.1f), dn = rand({E_local, d, I}, -0.1f, 0.1f);
+  Tensor ref = cpu_.to_host_f32(init);
+  cpu_.moe_experts(ref, x, ids_h, w, Weight{gu}, Weight{dn}, expert_begin);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const Weight gu_d{dev(gu, dt)}, dn_d{dev(dn, dt)};
+    EXPECT_TRUE(gpu().moe_experts_capturable(N, gu_d, dn_d));
+    Tensor out = dev(init, dt);
+    gpu().moe_experts(out, dev(x, dt), gpu().upload(ids_h, DType::I32), dev(w, DType::F32), gu_d, dn_d, expert_begin);
+    expect_close(out, ref, kBf16Tol, std::string("moe_experts one rank of two ") + std::string(dtype_name(dt)));
+  }
 }
 
 // Decode batches (N <= 16) take the GEMV kernels, which read only the busy experts' weights.
@@ -495,11 +527,11 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
       gpu().copy(flat.slice(0, o, std::min(o + block, flat.numel())), r.slice(0, 0, std::min(block, flat.numel() - o)));
     return t;
   };
-  std::printf("%-44s %10s %12s\n", "op", "ms", "rate");
+  std::printf("%-56s %10s %12s\n", "op", "ms", "rate");
   // amount in FLOP (for TFLOP/s) or bytes (for GB/s).
   auto report = [](const std::string& name, double ms, double amount, const char* unit) {
     const double per_s = amount / (ms * 1e-3);
-    std::printf("%-44s %10.4f %9.1f %s\n", name.c_str(), ms, per_s / (unit[0] == 'T' ? 1e12 : 1e9), unit);
+    std::printf("%-56s %10.4f %9.1f %s\n", name.c_str(), ms, per_s / (unit[0] == 'T' ? 1e12 : 1e9), unit);
   };
   for (auto [M, K, N] : {std::array<int64_t, 3>{8192, 7168, 7168}, {4096, 7168, 2112}, {64, 7168, 4096}, {1, 7168, 4096}}) {
     Tensor x = dev_rand({M, K}, 1), w = dev_rand({N, K}, 0.05f), y = gpu().empty(DType::BF16, {M, N});
@@ -545,6 +577,67 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
       report("moe_experts E=64 N=" + std::to_string(N) + " k=6 busy=" + std::to_string(n_busy), ms,
              2.0 * n_busy * 3 * I * d, "GB/s (busy weights)");
     }
+  }
+  // Prefill-sized routed experts, uniform random top-k of N tokens: the grouped GEMM (one launch per
+  // projection, gather fused, offsets on the device) against one cuBLASLt GEMM per busy expert on rows
+  // gathered beforehand (the read-back path's GEMMs, its gather and host synchronisation not timed). At
+  // 2048 tokens V3's experts get ~64 rows each, so reading their weights bounds both (~64 FLOP per weight
+  // byte); 8192 tokens give ~256 rows.
+  struct GroupedShape {
+    const char* name;
+    int64_t N, E, k, d, I;
+  };
+  const GroupedShape shapes[] = {{"V2-Lite", 2048, 64, 6, 2048, 1408}, {"V3", 2048, 256, 8, 7168, 2048},
+                                 {"V3", 8192, 256, 8, 7168, 2048}};
+  for (const GroupedShape& m : shapes) {
+    const int64_t N = m.N, entries = N * m.k;
+    std::vector<int32_t> ids;
+    std::vector<int32_t> offsets(m.E + 1, 0);
+    for (int64_t n = 0; n < N; ++n) {
+      std::vector<int32_t> pool(m.E);
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng_);
+      ids.insert(ids.end(), pool.begin(), pool.begin() + m.k);
+      for (int64_t j = 0; j < m.k; ++j) ++offsets[pool[j] + 1];
+    }
+    std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+    Tensor ids_h = cpu_tensor(DType::I32, {N, m.k});
+    std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+    const ExpertGroups groups = cuda_group_by_expert(gpu(), gpu().upload(ids_h, DType::I32), 0, static_cast<int>(m.E));
+    Tensor gu = dev_rand({m.E, 2 * m.I, m.d}, 0.02f), dn = dev_rand({m.E, m.d, m.I}, 0.02f);
+    Tensor x = dev_rand({N, m.d}, 1), xs = gpu().empty(DType::BF16, {entries, m.d});
+    gpu().gather_rows(xs, x, groups.row_of);
+    Tensor gu_out = gpu().empty(DType::BF16, {entries, 2 * m.I}), h = dev_rand({entries, m.I}, 1),
+           y = gpu().empty(DType::BF16, {entries, m.d});
+    struct Projection {
+      const char* name;
+      const Tensor &w, &in, &out;
+      bool gather;
+    };
+    for (const Projection& p : {Projection{"gate_up", gu, x, gu_out, true}, Projection{"down", dn, h, y, false}}) {
+      const double flop = 2.0 * entries * p.w.size(1) * p.w.size(2);
+      const std::string shape = std::string(m.name) + " N=" + std::to_string(N) + " " + p.name +
+                                " n=" + std::to_string(p.w.size(1)) + " K=" + std::to_string(p.w.size(2));
+      report("grouped GEMM " + shape, time_ms(20, [&] {
+               cuda_grouped_gemm(gpu(), p.out, p.in, p.gather ? groups.row_of : Tensor{}, p.w, groups.offsets);
+             }),
+             flop, "TFLOP/s");
+      const Tensor& rows = p.gather ? xs : p.in;
+      report("cuBLASLt per expert " + shape, time_ms(20, [&] {
+               for (int64_t e = 0; e < m.E; ++e)
+                 if (offsets[e + 1] > offsets[e])
+                   gpu().linear(p.out.slice(0, offsets[e], offsets[e + 1]), rows.slice(0, offsets[e], offsets[e + 1]),
+                                Weight{p.w.select(0, e)});
+             }),
+             flop, "TFLOP/s");
+    }
+    Tensor out = gpu().empty(DType::BF16, {N, m.d}), w = dev(rand({N, m.k}, 0.1f, 1.0f), DType::F32);
+    gpu().fill_zero(out);
+    const Tensor ids_d = gpu().upload(ids_h, DType::I32);
+    report("moe_experts " + std::string(m.name) + " N=" + std::to_string(N), time_ms(10, [&] {
+             gpu().moe_experts(out, x, ids_d, w, Weight{gu}, Weight{dn}, 0);
+           }),
+           2.0 * entries * 3 * m.I * m.d, "TFLOP/s");
   }
   // Routed experts of one EP=8 rank of DeepSeek-V3: 32 local experts, d = 7168, I = 2048.
   const int64_t E = 32, d = 7168, I = 2048, k = 8;

@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/grouped_gemm.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 #include "kernels/cuda/op_profiler.cuh"
@@ -104,6 +105,14 @@ void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x) { cu
 
 ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin, int experts) {
   return cuda_backend(be).group_by_expert(topk_ids, expert_begin, experts);
+}
+
+void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets) {
+  SPLASH_CHECK(offsets.dtype() == DType::I32 && offsets.numel() == w.size(0) + 1 && offsets.device() == Device::CUDA &&
+                   (!row_of.defined() || (row_of.dtype() == DType::I32 && row_of.device() == Device::CUDA)),
+               "grouped_gemm: offsets {} row_of {} for w {}", offsets.shape_str(), row_of.shape_str(), w.shape_str());
+  cuda::grouped_gemm(d, a, row_of.defined() ? row_of.ptr<int32_t>() : nullptr, w, offsets.ptr<int32_t>(),
+                     cuda_backend(be).compute());
 }
 
 int64_t cuda::CudaBackend::total_memory_bytes() const {

@@ -36,5 +36,9 @@ struct ExpertGroups {
 };
 // The grouping alone (tests).
 ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin, int experts);
+// moe_experts' grouped GEMM alone (tests; grouped_gemm.cuh): for each expert g of w [E, n, K] and sorted
+// row r in [offsets[g], offsets[g + 1]), d[r] = a[row_of[r]] w[g]^T (a[r] when row_of is undefined).
+// offsets and row_of are device I32; d's rows from offsets[E] on are left unwritten.
+void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets);
 
 }  // namespace splash

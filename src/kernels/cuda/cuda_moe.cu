@@ -1,13 +1,17 @@
 // MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
 // index, as the CPU reference) and the routed experts: entries are grouped by expert, stably
 // (moe_grouping.cu); the experts run as batched GEMVs over the busy experts (a few rows each), a padded
-// strided-batched GEMM (decode-sized batches), or one grouped cuBLAS call (or one cuBLASLt GEMM per
-// busy expert when experts have many rows); the weighted results are added back per row in expert
-// order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128
-// block scales) take the same paths: GEMVs reading the busy experts' codes, and otherwise one
-// block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on a padded layout (N rows per expert, or after the
-// read-back each expert's count), every expert's rows rounded up to a multiple of 4 for cuBLASLt, each
-// expert's rows quantized as linear() quantizes its input.
+// strided-batched GEMM (decode-sized batches), or, for prefill-sized bf16/f16 batches, one grouped GEMM
+// launch per projection over every local expert (grouped_gemm.cu: Hopper wgmma, the gather of x fused
+// into the gate_up GEMM, the experts' row ranges read on the device, so nothing waits on the host).
+// Only what the grouped GEMM does not take (F32, rows not 16-byte multiples, more than 1024 local
+// experts) reads the expert counts back to the host and runs one cuBLAS GEMM per busy expert (or one
+// grouped cuBLAS call). The weighted results are added back per row in expert order, the reference's
+// order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128 block scales) take
+// the GEMVs reading the busy experts' codes, and otherwise one block-scaled FP8 GEMM per expert
+// (fp8_gemm.cuh) on a padded layout (N rows per expert, or after the read-back each expert's count),
+// every expert's rows rounded up to a multiple of 4 for cuBLASLt, each expert's rows quantized as
+// linear() quantizes its input.
 #include "kernels/cuda/cuda_check.cuh"
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
+#include "kernels/cuda/grouped_gemm.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 
 namespace splash::cuda {
@@ -238,13 +243,16 @@ __global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const
 }
 
 // How moe_experts runs N rows of x through experts gate_up [E, 2I, d] and down [E, d, I] (FP8 ones with
-// their block scales): the GEMV kernels, the padded batched GEMM, or GEMMs sized by the expert counts
-// read back to the host.
-enum class MoePath { Gemv, Padded, CountsReadBack };
+// their block scales): the GEMV kernels, the padded batched GEMM, the grouped GEMM over the device-side
+// grouping, or GEMMs sized by the expert counts read back to the host.
+enum class MoePath { Gemv, Padded, Grouped, CountsReadBack };
 MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw, bool fp8) {
   const int64_t N = x.size(0), E = gw.size(0), d = x.size(1), I = gw.size(1) / 2;
   if (N <= kGemvRowsMax && (fp8 ? moe_gemv_fp8_fits(d, I) : moe_gemv_fits(x, gw, dw))) return MoePath::Gemv;
   if (E * N <= kPaddedRowsMax) return MoePath::Padded;
+  // The down projection's input h is a fresh contiguous [entries, I] tensor: x's dtype, I-element rows.
+  const Tensor h(nullptr, x.dtype(), {N, I}, Device::CUDA);
+  if (!fp8 && grouped_gemm_fits(x, gw) && grouped_gemm_fits(h, dw)) return MoePath::Grouped;
   return MoePath::CountsReadBack;
 }
 // One expert's GEMM in a grouped call: D (m x n) = A^T B in column-major terms.
@@ -388,6 +396,17 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     return;
   }
 
+  if (path == MoePath::Grouped) {
+    // Sorted rows: gu = x[row_of] gate_up_e^T (the gather fused), h = silu_mul(gu) of the local rows
+    // only (pos_of lists them; rows from offsets[E] on stay unwritten and unread), y = h down_e^T.
+    Tensor gu = empty(x.dtype(), {entries, I2}), h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
+    grouped_gemm(gu, x, row_of.ptr<int32_t>(), gw, offsets.ptr<int32_t>(), st);
+    silu_mul_rows(h, gu, pos_of);
+    grouped_gemm(y, h, nullptr, dw, offsets.ptr<int32_t>(), st);
+    combine(y, pos_of);
+    return;
+  }
+
   // The GEMM sizes per expert must be known on the host: one small read-back per MoE layer.
   std::vector<int32_t> off(static_cast<size_t>(E) + 1);
   SPLASH_CUDA_CHECK(cudaMemcpyAsync(off.data(), offsets.data(), off.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, st));
@@ -473,9 +492,9 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   combine(y, pos_of);
 }
 
-// x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data. FP8
-// experts take the same paths (the GEMV kernels or per-expert block-scaled GEMMs on the padded layout,
-// whose row groups the host knows) except the read-back.
+// x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data. Every
+// path but the read-back keeps the routing on the device; FP8 experts take the GEMV kernels or per-expert
+// block-scaled GEMMs on the padded layout (whose row groups the host knows), never the grouped GEMM.
 bool CudaBackend::moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const {
   const bool fp8 = gate_up.scale_inv.defined();
   const Tensor x(nullptr, fp8 ? weight_dtype() : gate_up.w.dtype(), {rows, gate_up.w.size(2)}, Device::CUDA);

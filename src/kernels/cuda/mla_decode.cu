@@ -13,10 +13,10 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_fp8.cuh"
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 #include "kernels/cuda/mla_decode_wg.cuh"

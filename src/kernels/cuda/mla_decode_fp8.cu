@@ -25,8 +25,8 @@
 // a score load (16 bytes of two rows per 8 lanes) and a P V load (4 bytes of four rows per 8 lanes, two
 // of each parity) then reach all 32 banks once.
 #include "kernels/cuda/attention_fp8.cuh"
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 

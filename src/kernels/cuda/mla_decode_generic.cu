@@ -17,9 +17,9 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_fp8.cuh"
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_decode_splits.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 

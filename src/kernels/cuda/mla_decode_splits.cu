@@ -7,8 +7,8 @@
 #include <mutex>
 #include <utility>
 
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_decode_splits.cuh"
 
 namespace splash::cuda::attn {

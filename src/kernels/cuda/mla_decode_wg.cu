@@ -20,9 +20,9 @@
 // above are the same on both sides).
 // On the tensor cores a tile runs as P V(i - 1) (both halves), then S(i), issued once tile i landed;
 // the copies of tile i + 1 run from when P V(i - 1) is done until wg0 wants the tile after P V(i).
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_decode_wg.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 

@@ -8,11 +8,11 @@
 // (mla_prefill_generic.cu).
 #include <limits>
 
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 

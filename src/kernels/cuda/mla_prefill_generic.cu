@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/cuda/attention_launch.cuh"
 #include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {

@@ -1,6 +1,6 @@
 #pragma once
-// Host-side launch helpers of the attention kernels: device facts cached per device, and the dynamic
-// shared-memory limit raised once per kernel and device instead of on every call.
+// Host-side launch helpers of the tensor-core kernels (attention, grouped GEMM): device facts cached per
+// device, and the dynamic shared-memory limit raised once per kernel and device instead of on every call.
 #include <cuda_runtime.h>
 
 #include <map>
@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 
-namespace splash::cuda::attn {
+namespace splash::cuda {
 
 inline int current_device() {
   int dev = 0;
@@ -42,4 +42,4 @@ inline void allow_dynamic_smem(const void* kernel, int bytes) {
   done.insert(key);
 }
 
-}  // namespace splash::cuda::attn
+}  // namespace splash::cuda
