@@ -76,6 +76,12 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
+// The routed experts' results before moe_combine weighs and adds them into rows (Backend::moe_expert_outputs).
+struct MoeExpertOutputs {
+  Tensor y;    // [R, d]: an entry's result at the row pos names; undefined where no entry is local
+  Tensor pos;  // I32 [N, k]: each (token, slot) entry's row of y, -1 for an entry of another rank's expert
+};
+
 // CUDA graphs: device work captured once on the compute stream and replayed; new inputs are written into
 // the buffers the capture read.
 class DeviceGraph {
@@ -134,6 +140,14 @@ class Backend {
   virtual Event record(Stream s) { return {}; }
   virtual void wait(Stream s, Event e) {}
   virtual void synchronize() {}
+  // Two chains of ops at once: side's ops start after every op issued before the call and run beside
+  // main's; the ops issued after the call see both. Neither may touch what the other writes, and side issues
+  // only ops (no collectives, no host reads). A temporary freed inside is reused only after both finish.
+  // Backends without streams, and a call inside another, run side then main.
+  virtual void concurrently(const std::function<void()>& side, const std::function<void()>& main) {
+    side();
+    main();
+  }
 
   // out[N, d] = table[ids[n]]
   virtual void embedding(Tensor out, Tensor ids, Tensor table) = 0;
@@ -197,12 +211,21 @@ class Backend {
 
   // Router: logits[N, E] (F32) -> topk_ids I32 [N, k], topk_w F32 [N, k]; bias[E] (F32) for choice only.
   virtual void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) = 0;
-  // out[N, d] += sum over the row's chosen experts e in [expert_begin, expert_begin + E_local) of
-  // w * down_e(silu(gate_e x) * up_e x); gate_up [E_local, 2I, d], down [E_local, d, I].
-  virtual void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
-                           const Weight& down, int expert_begin) = 0;
-  // Whether moe_experts over `rows` rows of these experts reads nothing back to the host, so that a graph
-  // can capture it.
+  // The routed experts in two calls, so that other work may write `out` between them (the shared expert,
+  // beside the routed ones): moe_expert_outputs computes y_e = down_e(silu(gate_e x) * up_e x) for every
+  // (token, slot) entry chosen for a local expert e in [expert_begin, expert_begin + E_local) (gate_up
+  // [E_local, 2I, d], down [E_local, d, I]), and moe_combine adds them: out[n] += sum of w * y over row n's
+  // local entries in (expert, slot) order, the reference's order of accumulation.
+  virtual MoeExpertOutputs moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                              int expert_begin) = 0;
+  virtual void moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) = 0;
+  // Both at once.
+  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up, const Weight& down,
+                   int expert_begin) {
+    moe_combine(out, moe_expert_outputs(x, topk_ids, gate_up, down, expert_begin), topk_ids, topk_w);
+  }
+  // Whether moe_expert_outputs over `rows` rows of these experts reads nothing back to the host, so that a
+  // graph can capture it.
   virtual bool moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const { return true; }
 };
 

@@ -39,43 +39,56 @@ struct ExpertChoices {
 }  // namespace
 
 // x: the normed hidden state; x_unnormed: before the norm (the router's input is normed again in f32).
+// The shared expert writes `out` beside the routing and the routed experts (Backend::concurrently), and
+// moe_combine adds the routed results into it after both: one launch fewer than zeroing `out` first, and
+// no buffer and add of its own for the shared result, which would cost a launch and a third rounding of
+// `out` to bf16.
 void DeepseekModel::mlp(const LayerWeights& lw, const StepPlan& plan, int layer, Tensor x, Tensor x_unnormed,
                         Tensor out) {
   Backend& be = env_.be;
   const int64_t N = x.size(0);
-  auto gated = [&](const MlpWeights& m, bool accumulate) {
+  auto gated = [&](const MlpWeights& m) {
     const int64_t inter = m.down.in_features();
     Tensor gu = be.empty(be.act_dtype(), {N, 2 * inter}), h = be.empty(be.act_dtype(), {N, inter});
     be.linear(gu, x, m.gate_up);
     be.silu_mul(h, gu);
-    be.linear(out, h, m.down, accumulate);
+    be.linear(out, h, m.down);
   };
   if (lw.mlp) {
-    gated(*lw.mlp, false);
+    gated(*lw.mlp);
   } else {
     const MoeWeights& m = *lw.moe;
     const ModelConfig& c = env_.cfg;
     const int top_k = c.num_experts_per_tok;
     ExpertChoices chosen;
-    std::vector<int32_t> ids;
-    std::vector<float> weights;
-    if (routing_hook_ && routing_hook_->replace(plan, layer, env_.rank(), top_k, ids, weights)) {
-      SPLASH_CHECK(static_cast<int64_t>(ids.size()) == N * top_k && weights.size() == ids.size(),
-                   "routing hook: {} choices for {} rows of top {}", ids.size(), N, top_k);
-      chosen = {upload_i32(be, ids, {N, top_k}),
-                be.upload(Tensor(weights.data(), DType::F32, {N, top_k}), DType::F32)};
+    MoeExpertOutputs routed;
+    auto route_and_run_experts = [&] {
+      std::vector<int32_t> ids;
+      std::vector<float> weights;
+      if (routing_hook_ && routing_hook_->replace(plan, layer, env_.rank(), top_k, ids, weights)) {
+        SPLASH_CHECK(static_cast<int64_t>(ids.size()) == N * top_k && weights.size() == ids.size(),
+                     "routing hook: {} choices for {} rows of top {}", ids.size(), N, top_k);
+        chosen = {upload_i32(be, ids, {N, top_k}),
+                  be.upload(Tensor(weights.data(), DType::F32, {N, top_k}), DType::F32)};
+      } else {
+        const Tensor router_in =
+            router_input(be, x, x_unnormed, lw.post_attention_norm, static_cast<float>(c.rms_norm_eps));
+        Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
+        be.linear(router_logits, router_in, m.router);
+        chosen = {be.empty(DType::I32, {N, top_k}), be.empty(DType::F32, {N, top_k})};
+        const MoeRouting rule = routing_of(c);
+        be.moe_route(chosen.ids, chosen.weights, router_logits, m.score_bias, rule);
+        if (routing_hook_) routing_hook_->observe(plan, layer, env_.rank(), router_logits, m.score_bias, rule);
+      }
+      routed = be.moe_expert_outputs(x, chosen.ids, m.experts_gate_up, m.experts_down, m.expert_begin);
+    };
+    if (m.shared) {
+      be.concurrently([&] { gated(*m.shared); }, route_and_run_experts);
     } else {
-      const Tensor router_in = router_input(be, x, x_unnormed, lw.post_attention_norm, static_cast<float>(c.rms_norm_eps));
-      Tensor router_logits = be.empty(DType::F32, {N, c.n_routed_experts});
-      be.linear(router_logits, router_in, m.router);
-      chosen = {be.empty(DType::I32, {N, top_k}), be.empty(DType::F32, {N, top_k})};
-      const MoeRouting rule = routing_of(c);
-      be.moe_route(chosen.ids, chosen.weights, router_logits, m.score_bias, rule);
-      if (routing_hook_) routing_hook_->observe(plan, layer, env_.rank(), router_logits, m.score_bias, rule);
+      be.fill_zero(out);
+      route_and_run_experts();
     }
-    be.fill_zero(out);
-    be.moe_experts(out, x, chosen.ids, chosen.weights, m.experts_gate_up, m.experts_down, m.expert_begin);
-    if (m.shared) gated(*m.shared, true);
+    be.moe_combine(out, routed, chosen.ids, chosen.weights);
   }
   env_.comm.all_reduce_sum(out);
 }

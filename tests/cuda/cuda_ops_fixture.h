@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,6 +60,17 @@ class CudaOps : public ::testing::Test {
     Tensor t = cpu_tensor(DType::I32, {static_cast<int64_t>(v.size())});
     std::copy(v.begin(), v.end(), t.ptr<int32_t>());
     return t;
+  }
+  // Host I32 [N, k]: each row's k experts drawn without repeats from [0, E), as routing chooses them.
+  Tensor distinct_experts(int64_t N, int64_t E, int64_t k) {
+    Tensor ids = cpu_tensor(DType::I32, {N, k});
+    std::vector<int32_t> pool(static_cast<size_t>(E));
+    for (int64_t n = 0; n < N; ++n) {
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng_);
+      std::copy(pool.begin(), pool.begin() + k, ids.ptr<int32_t>() + n * k);
+    }
+    return ids;
   }
   Tensor dev(const Tensor& host, DType dt = DType::BF16) { return gpu().upload(host, dt); }
   // A device output of `shape` full of NaN.

@@ -4,11 +4,14 @@
 // classes (and with them the attention's split counts) and page boundaries. Every step's logits and
 // greedy tokens are compared bit for bit. A layout switch at T = 1 keeps each layout's graphs (the
 // switch step runs eagerly and a switch back replays the old layout's graphs); ranks that share a GPU
-// (the device-local communicator) run eagerly and give the same tokens. Skipped where no GPU is visible.
+// (the device-local communicator) run eagerly and give the same tokens. The shared expert runs beside the
+// routed experts in both; against a run with every op in order too. Skipped where no GPU is visible.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
@@ -163,6 +166,45 @@ TEST_F(CudaGraphs, LayoutsKeepTheirGraphsAcrossSwitches) {
   ASSERT_EQ(graphs.layout_of_step[13], Layout::TP);
   EXPECT_EQ(captured(13), 0);  // back in TP: its graph is still there
   EXPECT_EQ(replayed(13), 1);
+}
+
+// SPLASH_IN_ORDER=1 while it lives: backends made meanwhile run Backend::concurrently's two chains in
+// order on the compute stream.
+class InOrderBackends {
+ public:
+  InOrderBackends() { setenv("SPLASH_IN_ORDER", "1", 1); }
+  ~InOrderBackends() { unsetenv("SPLASH_IN_ORDER"); }
+  InOrderBackends(const InOrderBackends&) = delete;
+  InOrderBackends& operator=(const InOrderBackends&) = delete;
+};
+
+// The shared expert on the side stream beside the routing and routed experts (DeepseekModel::mlp) gives
+// the steps of a run with every op in order on the compute stream, bit for bit: eagerly (the first step
+// has 1134 rows, so at T = 1 the routed experts read their counts back while the shared expert runs) and
+// from graphs, on one rank and on two that share a GPU (an all-reduce after the join).
+TEST_F(CudaGraphs, SharedExpertBesideRoutedExpertsMatchesInOrderSteps) {
+  const std::vector<Ask> asks = {{600, 12, true}, {700, 12, false}, {90, 20, true}, {20, 30, false}};
+  for (const int ranks : {1, 2}) {
+    SCOPED_TRACE("ranks " + std::to_string(ranks));
+    EngineOptions graphs = options(true);
+    if (ranks == 2) {
+      graphs.group.ranks = 2;
+      graphs.group.devices = {0, 0};
+    }
+    EngineOptions eager = graphs;
+    eager.group.graphs.enabled = false;
+    Steps in_order;
+    {
+      InOrderBackends scope;
+      in_order = generate(asks, eager);
+    }
+    expect_same_steps(generate(asks, eager), in_order);
+    if (ranks == 1) {
+      const Steps replayed = generate(asks, graphs);
+      expect_same_steps(replayed, in_order);
+      EXPECT_GT(replayed.after_step.back().replays, 20);
+    }
+  }
 }
 
 // Two ranks on one GPU talk through the device-local communicator, whose host rendezvous a graph cannot

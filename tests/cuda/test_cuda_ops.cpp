@@ -337,15 +337,7 @@ TEST_F(CudaOps, MoeExpertsGroupsRowsByExpert) {
   expect_close(out, ref, kBf16Tol, "moe_experts");
   // Larger: DeepSeek-like fan-out, every expert busy.
   const int64_t N2 = 512, E2 = 32, k2 = 8, d2 = 512, I2 = 128;
-  std::vector<int32_t> ids2;
-  for (int64_t n = 0; n < N2; ++n) {
-    std::vector<int32_t> pool(E2);
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng_);
-    ids2.insert(ids2.end(), pool.begin(), pool.begin() + k2);
-  }
-  Tensor ids2_h = cpu_tensor(DType::I32, {N2, k2});
-  std::copy(ids2.begin(), ids2.end(), ids2_h.ptr<int32_t>());
+  Tensor ids2_h = distinct_experts(N2, E2, k2);
   Tensor w2 = rand({N2, k2}, 0.1f, 1.0f), x2 = rand({N2, d2});
   Tensor gu2 = rand({E2, 2 * I2, d2}, -0.1f, 0.1f), dn2 = rand({E2, d2, I2}, -0.1f, 0.1f);
   Tensor out2 = gpu().empty(DType::BF16, {N2, d2});
@@ -643,15 +635,7 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
   const int64_t E = 32, d = 7168, I = 2048, k = 8;
   Tensor gu = dev_rand({E, 2 * I, d}, 0.02f), dn = dev_rand({E, d, I}, 0.02f);
   for (int64_t N : {64, 256, 512, 2048}) {
-    std::vector<int32_t> ids;
-    for (int64_t n = 0; n < N; ++n) {
-      std::vector<int32_t> pool(E);
-      std::iota(pool.begin(), pool.end(), 0);
-      std::shuffle(pool.begin(), pool.end(), rng_);
-      ids.insert(ids.end(), pool.begin(), pool.begin() + k);
-    }
-    Tensor ids_h = cpu_tensor(DType::I32, {N, k});
-    std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+    Tensor ids_h = distinct_experts(N, E, k);
     Tensor ids_d = gpu().upload(ids_h, DType::I32), w = dev(rand({N, k}, 0.1f, 1.0f), DType::F32);
     Tensor x = dev_rand({N, d}, 1), out = gpu().empty(DType::BF16, {N, d});
     gpu().fill_zero(out);

@@ -139,15 +139,7 @@ TEST_F(CudaFp8, MoeExpertsFp8PathsMatchTheCpu) {
     const auto [gu_h, gu_d] = fp8_weight(c.E_local, 2 * c.I, c.d);
     const auto [dn_h, dn_d] = fp8_weight(c.E_local, c.d, c.I);
     for (int64_t N : c.rows) {
-      std::vector<int32_t> ids;
-      for (int64_t n = 0; n < N; ++n) {
-        std::vector<int32_t> pool(static_cast<size_t>(c.E_total));
-        std::iota(pool.begin(), pool.end(), 0);
-        std::shuffle(pool.begin(), pool.end(), rng_);
-        ids.insert(ids.end(), pool.begin(), pool.begin() + c.k);
-      }
-      Tensor ids_h = cpu_tensor(DType::I32, {N, c.k});
-      std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+      Tensor ids_h = distinct_experts(N, c.E_total, c.k);
       Tensor w = rand({N, c.k}, 0.1f, 1.0f), x = rand({N, c.d}), init = rand({N, c.d});
       scale_tiles(x, 1, kFp8Block, 2, 2);
       Tensor out = dev(init);

@@ -105,9 +105,8 @@ class EmulatedNumerics : public RoutingRecorder {
     CpuBackend::attention_expanded(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale);
     round(out);
   }
-  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up, const Weight& down,
-                   int expert_begin) override {
-    CpuBackend::moe_experts(out, x, topk_ids, topk_w, gate_up, down, expert_begin);
+  void moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) override {
+    CpuBackend::moe_combine(out, y, topk_ids, topk_w);
     round(out);
   }
 

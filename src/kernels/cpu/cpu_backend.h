@@ -45,8 +45,9 @@ class CpuBackend : public Backend {
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
   void argmax_rows(Tensor ids, Tensor logits) override;
-  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
-                   const Weight& down, int expert_begin) override;
+  MoeExpertOutputs moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                      int expert_begin) override;
+  void moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) override;
 };
 
 // Helpers shared by the CPU kernel files.

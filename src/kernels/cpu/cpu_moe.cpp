@@ -83,34 +83,56 @@ void CpuBackend::moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor
   }
 }
 
-void CpuBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
-                             const Weight& down, int expert_begin) {
+MoeExpertOutputs CpuBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                                int expert_begin) {
   const int64_t N = x.size(0), d = x.size(1), k = topk_ids.size(1);
   const int64_t E_local = gate_up.w.size(0), inter = gate_up.w.size(1) / 2;
   SPLASH_CHECK(down.w.size(0) == E_local && down.w.size(1) == d && down.w.size(2) == inter, "moe weights");
-  // Experts in index order, rows in order: the accumulation order transformers uses.
+  MoeExpertOutputs out{Tensor(), empty(DType::I32, {N, k})};
+  const int32_t* ids = topk_ids.ptr<int32_t>();
+  int32_t* pos = out.pos.ptr<int32_t>();
+  std::fill(pos, pos + N * k, -1);
+  // Each expert's entries get consecutive rows of y, experts in index order, entries in order.
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(E_local));
+  int32_t next = 0;
+  for (int64_t e = 0; e < E_local; ++e)
+    for (int64_t i = 0; i < N * k; ++i)
+      if (ids[i] == expert_begin + e) {
+        rows[e].push_back(static_cast<int32_t>(i / k));
+        pos[i] = next++;
+      }
+  if (next == 0) return out;
+  out.y = empty(DType::F32, {next, d});
+  int64_t first = 0;
   for (int64_t e = 0; e < E_local; ++e) {
-    std::vector<int32_t> rows;
-    std::vector<float> weights;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t j = 0; j < k; ++j)
-        if (topk_ids.ptr<int32_t>()[n * k + j] == expert_begin + e) {
-          rows.push_back(static_cast<int32_t>(n));
-          weights.push_back(topk_w.ptr<float>()[n * k + j]);
-        }
-    if (rows.empty()) continue;
-    const int64_t M = static_cast<int64_t>(rows.size());
-    Tensor xs = empty(DType::F32, {M, d}), gu = empty(DType::F32, {M, 2 * inter}), h = empty(DType::F32, {M, inter}),
-           y = empty(DType::F32, {M, d});
-    Tensor row_ids(rows.data(), DType::I32, {M});
-    gather_rows(xs, x, row_ids);
+    const int64_t M = static_cast<int64_t>(rows[e].size());
+    if (M == 0) continue;
+    Tensor xs = empty(DType::F32, {M, d}), gu = empty(DType::F32, {M, 2 * inter}), h = empty(DType::F32, {M, inter});
+    gather_rows(xs, x, Tensor(rows[e].data(), DType::I32, {M}));
     linear(gu, xs, expert(gate_up, e));
     silu_mul(h, gu);
-    linear(y, h, expert(down, e));
-    for (int64_t i = 0; i < M; ++i) {
-      float* o = cpu::row(out, rows[i]);
-      const float* yi = cpu::row(y, i);
-      for (int64_t c = 0; c < d; ++c) o[c] += weights[i] * yi[c];
+    linear(out.y.slice(0, first, first + M), h, expert(down, e));
+    first += M;
+  }
+  return out;
+}
+
+// A row's entries in (expert, slot) order: experts in index order, as transformers accumulates them.
+void CpuBackend::moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) {
+  if (!y.y.defined()) return;
+  const int64_t N = out.size(0), d = out.size(1), k = topk_ids.size(1);
+  const int32_t* ids = topk_ids.ptr<int32_t>();
+  const int32_t* pos = y.pos.ptr<int32_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<int64_t> local;
+    for (int64_t j = 0; j < k; ++j)
+      if (pos[n * k + j] >= 0) local.push_back(n * k + j);
+    std::stable_sort(local.begin(), local.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+    float* o = cpu::row(out, n);
+    for (int64_t i : local) {
+      const float* yi = cpu::row(y.y, pos[i]);
+      const float w = topk_w.ptr<float>()[i];
+      for (int64_t c = 0; c < d; ++c) o[c] += w * yi[c];
     }
   }
 }

@@ -1,10 +1,15 @@
 // The CUDA backend's construction, streams and events, and the attention calls (kernels in
 // mla_attention.cu).
 #include "kernels/cuda/cuda_check.cuh"
+
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
+#include "kernels/cuda/graph_arena.cuh"
 #include "kernels/cuda/grouped_gemm.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
@@ -27,17 +32,25 @@ CudaBackend::CudaBackend(int device, const std::vector<int>& peers) {
   check_visible(device);
   for (int d : peers) check_visible(d);
   ctx_ = std::make_shared<DeviceContext>(device, peers);
+  op_stream_ = ctx_->compute;
   staging_ = std::make_unique<HostStaging>(kStagingBytes);
-  blas_ = std::make_unique<Blas>(device, ctx_->compute);
+  blas_ = std::make_unique<Blas>(device, std::vector<cudaStream_t>{ctx_->compute, ctx_->side});
   events_.resize(kEvents);
   for (cudaEvent_t& e : events_) SPLASH_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  SPLASH_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  SPLASH_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  const char* in_order = std::getenv("SPLASH_IN_ORDER");
+  in_order_ = in_order && std::string(in_order) != "0";
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(ctx_->device);
   cudaStreamSynchronize(ctx_->compute);
   cudaStreamSynchronize(ctx_->transfer);
+  cudaStreamSynchronize(ctx_->side);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  cudaEventDestroy(fork_);
+  cudaEventDestroy(join_);
 }
 
 Event CudaBackend::record(Stream s) {
@@ -55,20 +68,60 @@ void CudaBackend::wait(Stream s, Event e) {
 void CudaBackend::synchronize() {
   SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
   SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->transfer));
+  SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->side));
   check_device_errors();
 }
 
+// Fork: the side stream waits for the compute stream, then takes side's ops; join: the compute stream
+// waits for the side stream. Both are event edges, which a capture of the compute stream records as a
+// fork and a join of the graph. Frees are held in between (memory and the graph arena): a block freed by
+// either chain may still be in use by the other until the join.
+void CudaBackend::concurrently(const std::function<void()>& side, const std::function<void()>& main) {
+  if (in_order_ || in_region_) return Backend::concurrently(side, main);
+  // Leaves the region whatever happens inside it (joining on the way out, its errors left unreported
+  // over the first one).
+  struct Region {
+    CudaBackend& be;
+    bool joined = false;
+    explicit Region(CudaBackend& b) : be(b) {
+      be.in_region_ = true;
+      be.ctx_->hold_frees();
+      if (be.arena_) be.arena_->hold_frees();
+    }
+    void join() {
+      joined = true;
+      SPLASH_CUDA_CHECK(cudaEventRecord(be.join_, be.ctx_->side));
+      SPLASH_CUDA_CHECK(cudaStreamWaitEvent(be.ctx_->compute, be.join_, 0));
+    }
+    ~Region() {
+      be.op_stream_ = be.ctx_->compute;
+      be.in_region_ = false;
+      if (!joined && cudaEventRecord(be.join_, be.ctx_->side) == cudaSuccess)
+        cudaStreamWaitEvent(be.ctx_->compute, be.join_, 0);
+      if (be.arena_) be.arena_->release_held();
+      be.ctx_->release_held();
+    }
+  } region(*this);
+  SPLASH_CUDA_CHECK(cudaEventRecord(fork_, ctx_->compute));
+  SPLASH_CUDA_CHECK(cudaStreamWaitEvent(ctx_->side, fork_, 0));
+  op_stream_ = ctx_->side;
+  side();
+  op_stream_ = ctx_->compute;
+  main();
+  region.join();
+}
+
 void CudaBackend::attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) {
-  absorbed_attention(out, lse, q, kv, scale, ctx_->compute);
+  absorbed_attention(out, lse, q, kv, scale, op_stream());
 }
 
 void CudaBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                                      Tensor row_kv_start, Tensor row_kv_len, float scale) {
-  expanded_attention(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, ctx_->compute);
+  expanded_attention(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, op_stream());
 }
 
 void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
-  cuda::merge_attention(out, parts, lses, ctx_->compute);
+  cuda::merge_attention(out, parts, lses, op_stream());
 }
 
 // Every width up to the generic kernels' shared-memory limits runs (d_v has none).

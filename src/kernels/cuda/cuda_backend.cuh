@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/backend.h"
@@ -21,6 +23,7 @@ struct DeviceContext {
   int device = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t transfer = nullptr;
+  cudaStream_t side = nullptr;  // the side chain of Backend::concurrently
   cudaMemPool_t pool = nullptr;
   std::atomic<size_t> bytes_in_use{0};
   // Kernels report bad indices here (mapped host memory: {code, value}); checked where the host
@@ -32,6 +35,23 @@ struct DeviceContext {
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
+
+  // Frees pool memory in the order of stream st; while frees are held (a concurrent region, whose other
+  // chain may still use the block) it is kept until release_held().
+  void free_block(void* p, size_t bytes, cudaStream_t st);
+  void hold_frees();
+  void release_held();
+
+ private:
+  struct HeldFree {
+    void* p;
+    size_t bytes;
+    cudaStream_t st;
+  };
+  void free_now(const HeldFree& f);
+  std::mutex held_mu_;  // the last view of a block may die on another rank's thread
+  bool holding_ = false;
+  std::vector<HeldFree> held_;
 };
 
 // Error codes kernels write into DeviceContext::errors.
@@ -65,6 +85,7 @@ class CudaBackend final : public Backend {
   Event record(Stream s) override;
   void wait(Stream s, Event e) override;
   void synchronize() override;
+  void concurrently(const std::function<void()>& side, const std::function<void()>& main) override;
 
   void embedding(Tensor out, Tensor ids, Tensor table) override;
   void rms_norm(Tensor out, Tensor x, Tensor weight, float eps) override;
@@ -90,8 +111,9 @@ class CudaBackend final : public Backend {
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
   void argmax_rows(Tensor ids, Tensor logits) override;
-  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
-                   const Weight& down, int expert_begin) override;
+  MoeExpertOutputs moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                      int expert_begin) override;
+  void moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) override;
   bool moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const override;
 
   std::unique_ptr<GraphPool> make_graph_pool() override;
@@ -107,7 +129,9 @@ class CudaBackend final : public Backend {
   ExpertGroups group_by_expert(const Tensor& topk_ids, int expert_begin, int E);
 
  private:
-  cudaStream_t stream_of(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : ctx_->compute; }
+  // Where ops go: the compute stream, or the side stream while concurrently() issues its side chain.
+  cudaStream_t op_stream() const { return op_stream_; }
+  cudaStream_t stream_of(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : op_stream_; }
   int* errors() const { return ctx_->errors; }
   // empty() on stream st: temporaries of a copy on the transfer stream live and die in its order.
   Tensor alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st);
@@ -143,6 +167,10 @@ class CudaBackend final : public Backend {
   static constexpr size_t kEvents = 1024;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
+  cudaStream_t op_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;  // concurrently()'s, reused (a capture records them as edges)
+  bool in_region_ = false;
+  bool in_order_ = false;  // SPLASH_IN_ORDER=1: concurrently() runs side then main on the compute stream
 };
 
 }  // namespace splash::cuda

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -35,17 +36,20 @@ struct GemmProblem {
   const void* b_scale = nullptr;
 };
 
+// GEMMs may run on several streams at once (Backend::concurrently): each stream has its own workspace
+// and cuBLAS handle, since two GEMMs in flight must not share scratch memory.
 class Blas {
  public:
-  Blas(int device, cudaStream_t st);
+  Blas(int device, const std::vector<cudaStream_t>& streams);
   ~Blas();
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
 
+  // On stream st, one of those the Blas was made for.
   void run(const GemmProblem& p, cudaStream_t st);
   // As run, but false (nothing computed) where cuBLASLt has no kernel for the problem.
   bool try_run(const GemmProblem& p, cudaStream_t st);
-  // The cuBLAS (not Lt) handle bound to stream st, with the shared workspace: for grouped GEMMs.
+  // The cuBLAS (not Lt) handle bound to stream st, with st's workspace: for grouped GEMMs.
   cublasHandle_t cublas(cudaStream_t st);
 
  private:
@@ -62,10 +66,15 @@ class Blas {
     size_t operator()(const Key& k) const;
   };
   Plan& plan_for(const GemmProblem& p);
+  struct PerStream {
+    cudaStream_t st;
+    cublasHandle_t cublas;
+    void* workspace;
+  };
+  const PerStream& on(cudaStream_t st) const;
 
   cublasLtHandle_t lt_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  void* workspace_ = nullptr;
+  std::vector<PerStream> streams_;
   size_t workspace_bytes_ = 0;
   std::unordered_map<Key, Plan, KeyHash> plans_;
 };

@@ -185,9 +185,9 @@ Tensor CudaBackend::contiguous_as(const Tensor& t, DType dt) {
   const Shape shape(t);
   Tensor out = empty(dt, shape);
   if (t.dtype() == dt)
-    copy_device(out, t, ctx_->compute);
+    copy_device(out, t, op_stream());
   else
-    convert(out, t, ctx_->compute);
+    convert(out, t, op_stream());
   return out;
 }
 
@@ -304,8 +304,8 @@ Tensor CudaBackend::to_host_f32(Tensor src) {
     return out;
   }
   Tensor f = contiguous_as(src, DType::F32);
-  SPLASH_CUDA_CHECK(cudaMemcpyAsync(out.data(), f.data(), out.nbytes(), cudaMemcpyDeviceToHost, ctx_->compute));
-  SPLASH_CUDA_CHECK(cudaStreamSynchronize(ctx_->compute));
+  SPLASH_CUDA_CHECK(cudaMemcpyAsync(out.data(), f.data(), out.nbytes(), cudaMemcpyDeviceToHost, op_stream()));
+  SPLASH_CUDA_CHECK(cudaStreamSynchronize(op_stream()));
   check_device_errors();
   return out;
 }
@@ -324,7 +324,7 @@ Tensor CudaBackend::upload(Tensor host, DType dtype) {
     raw = empty(host.dtype(), shape);
     copy(raw, host);
   }
-  convert(out, raw, ctx_->compute);
+  convert(out, raw, op_stream());
   return out;
 }
 

@@ -263,7 +263,7 @@ void CudaBackend::embedding(Tensor out, Tensor ids, Tensor table) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using TO = typename decltype(to)::type;
         using TT = typename decltype(tt)::type;
-        embedding_kernel<TO, TT, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, ctx_->compute>>>(
+        embedding_kernel<TO, TT, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, op_stream()>>>(
             out.ptr<TO>(), out.stride(0), ids.ptr<int32_t>(), table.ptr<TT>(), table.stride(0), table.size(0), N, d,
             errors());
       });
@@ -339,11 +339,11 @@ void launch_rms_norm(const Tensor& out, const Tensor& x, const Tensor& residual,
 }  // namespace
 
 void CudaBackend::rms_norm(Tensor out, Tensor x, Tensor weight, float eps) {
-  launch_rms_norm(out, x, {}, weight, eps, ctx_->compute);
+  launch_rms_norm(out, x, {}, weight, eps, op_stream());
 }
 
 void CudaBackend::add_rms_norm(Tensor out, Tensor residual, Tensor x, Tensor weight, float eps) {
-  launch_rms_norm(out, x, residual, weight, eps, ctx_->compute);
+  launch_rms_norm(out, x, residual, weight, eps, op_stream());
 }
 
 void CudaBackend::rope(Tensor out, Tensor x, Tensor positions, const RopeTable& table) {
@@ -360,7 +360,7 @@ void CudaBackend::rope(Tensor out, Tensor x, Tensor positions, const RopeTable& 
   const unsigned grid = static_cast<unsigned>((N * H + rows_per_block - 1) / rows_per_block);
   dispatch_float(x.dtype(), "rope", [&](auto t) {
     using T = typename decltype(t)::type;
-    rope_kernel<T><<<grid, block, 0, ctx_->compute>>>(out.ptr<T>(), out.stride(0), out.stride(1), x.ptr<T>(),
+    rope_kernel<T><<<grid, block, 0, op_stream()>>>(out.ptr<T>(), out.stride(0), out.stride(1), x.ptr<T>(),
                                                       x.stride(0), x.stride(1), N, H, positions.ptr<int32_t>(),
                                                       table.cos.ptr<float>(), table.sin.ptr<float>(),
                                                       table.cos.stride(0), table.cos.size(0), errors());
@@ -385,7 +385,7 @@ void CudaBackend::latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Te
   dispatch_float(lat.dtype(), "latent_norm_rope", [&](auto t) {
     dispatch_vec(nb.vec, [&](auto v) {
       using T = typename decltype(t)::type;
-      latent_norm_rope_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, ctx_->compute>>>(
+      latent_norm_rope_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, op_stream()>>>(
           lat.ptr<T>(), lat.stride(0), norm_weight.ptr<float>(), C, eps, nb.threads, positions.ptr<int32_t>(),
           table.cos.ptr<float>(), table.sin.ptr<float>(), table.cos.stride(0), table.cos.size(0), half, errors());
     });
@@ -409,7 +409,7 @@ void CudaBackend::silu_mul_rows(const Tensor& out, const Tensor& gate_up, const 
   dispatch_float(out.dtype(), "silu_mul", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      silu_mul_kernel<T, decltype(v)::value><<<grid_for(n * inter / v, 256), 256, 0, ctx_->compute>>>(
+      silu_mul_kernel<T, decltype(v)::value><<<grid_for(n * inter / v, 256), 256, 0, op_stream()>>>(
           out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0),
           rows.defined() ? rows.ptr<int32_t>() : nullptr, n, inter);
     });
@@ -429,7 +429,7 @@ void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
   dispatch_float(out.dtype(), "add", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      add_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, ctx_->compute>>>(
+      add_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, op_stream()>>>(
           out.ptr<T>(), out.stride(0), a.ptr<T>(), a.stride(0), b.ptr<T>(), b.stride(0), N, d);
     });
   });
@@ -445,7 +445,7 @@ void CudaBackend::gather_rows(Tensor out, Tensor in, Tensor rows) {
                "gather_rows: out {} in {} rows {}", out.shape_str(), in.shape_str(), rows.shape_str());
   indexed_copy(out, {}, out.size(0), row_stride_bytes(out), in, rows, in.size(0), row_stride_bytes(in), out.size(0),
                out.size(1) * static_cast<int64_t>(dtype_size(out.dtype())), false, kErrRowIndex, errors(),
-               ctx_->compute);
+               op_stream());
 }
 
 void CudaBackend::scatter_rows(Tensor out, Tensor in, Tensor rows) {
@@ -457,7 +457,7 @@ void CudaBackend::scatter_rows(Tensor out, Tensor in, Tensor rows) {
                "scatter_rows: out {} in {} rows {}", out.shape_str(), in.shape_str(), rows.shape_str());
   indexed_copy(out, rows, out.size(0), row_stride_bytes(out), in, {}, in.size(0), row_stride_bytes(in), in.size(0),
                in.size(1) * static_cast<int64_t>(dtype_size(in.dtype())), false, kErrRowIndex, errors(),
-               ctx_->compute);
+               op_stream());
 }
 
 // Raw records (U8 [n, record_bytes]) move bytes: the elements, then for an F8E4M3 pool the scale's 4

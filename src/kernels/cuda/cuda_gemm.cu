@@ -116,13 +116,17 @@ size_t Blas::KeyHash::operator()(const Key& k) const {
   return h;
 }
 
-Blas::Blas(int device, cudaStream_t st) {
+Blas::Blas(int device, const std::vector<cudaStream_t>& streams) {
   SPLASH_CUBLAS_CHECK(cublasLtCreate(&lt_));
-  SPLASH_CUBLAS_CHECK(cublasCreate(&cublas_));
   workspace_bytes_ = kWorkspaceBytes;
-  SPLASH_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
-  SPLASH_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_, workspace_bytes_));
-  SPLASH_CUBLAS_CHECK(cublasSetStream(cublas_, st));
+  for (cudaStream_t st : streams) {
+    PerStream& s = streams_.emplace_back(PerStream{st, nullptr, nullptr});
+    SPLASH_CUBLAS_CHECK(cublasCreate(&s.cublas));
+    SPLASH_CUDA_CHECK(cudaMalloc(&s.workspace, workspace_bytes_));
+    // The stream first: setting it resets the handle's workspace to cuBLAS's own.
+    SPLASH_CUBLAS_CHECK(cublasSetStream(s.cublas, st));
+    SPLASH_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.workspace, workspace_bytes_));
+  }
 }
 
 Blas::~Blas() {
@@ -132,15 +136,20 @@ Blas::~Blas() {
     cublasLtMatrixLayoutDestroy(p.d);
     cublasLtMatmulDescDestroy(p.op);
   }
-  cublasDestroy(cublas_);
+  for (const PerStream& s : streams_) {
+    cublasDestroy(s.cublas);
+    cudaFree(s.workspace);
+  }
   cublasLtDestroy(lt_);
-  cudaFree(workspace_);
 }
 
-cublasHandle_t Blas::cublas(cudaStream_t st) {
-  SPLASH_CUBLAS_CHECK(cublasSetStream(cublas_, st));
-  return cublas_;
+const Blas::PerStream& Blas::on(cudaStream_t st) const {
+  for (const PerStream& s : streams_)
+    if (s.st == st) return s;
+  fail_internal("GEMM on a stream the GEMMs were not set up for");
 }
+
+cublasHandle_t Blas::cublas(cudaStream_t st) { return on(st).cublas; }
 
 Blas::Plan& Blas::plan_for(const GemmProblem& p) {
   const int64_t es_ab = static_cast<int64_t>(type_size(p.ab_type)), es_d = static_cast<int64_t>(type_size(p.d_type));
@@ -205,7 +214,7 @@ bool Blas::try_run(const GemmProblem& p, cudaStream_t st) {
   set_scale_pointers(plan.op, p);
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   const cublasStatus_t status = cublasLtMatmul(lt_, plan.op, &alpha, p.a, plan.a, p.b, plan.b, &beta, p.d, plan.d,
-                                               p.d, plan.d, &plan.algo, workspace_, workspace_bytes_, st);
+                                               p.d, plan.d, &plan.algo, on(st).workspace, workspace_bytes_, st);
   // A kernel the heuristic offered may still refuse the call's arguments (it then computed nothing).
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
     plan.usable = false;
@@ -255,7 +264,7 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool
     p.stride_d = out.stride(0);
   }
   p.accumulate = accumulate;
-  blas_->run(p, ctx_->compute);
+  blas_->run(p, op_stream());
 }
 
 void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate) {
@@ -276,7 +285,7 @@ void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate)
     const int threads = static_cast<int>(std::clamp<int64_t>((K / V + 31) / 32 * 32, 32, kFewRowsThreads));
     const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((M + kFewRowsTile - 1) / kFewRowsTile));
     auto launch = [&](auto kernel) {
-      kernel<<<grid, threads, 0, ctx_->compute>>>(out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0),
+      kernel<<<grid, threads, 0, op_stream()>>>(out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0),
                                                   w.w.ptr<float>(), w.w.stride(0), M, K, accumulate);
     };
     if (V == 4)
@@ -289,9 +298,9 @@ void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate)
   if (w.w.dtype() == DType::F32 && out.dtype() != DType::F32) {
     // cuBLASLt has no f32 x f32 -> bf16 kernel: go through an f32 result.
     Tensor tmp = empty(DType::F32, {M, N});
-    if (accumulate) convert(tmp, out, ctx_->compute);
+    if (accumulate) convert(tmp, out, op_stream());
     gemm(tmp.unsqueeze(0), xs.unsqueeze(0), w.w.unsqueeze(0), !w.transposed, accumulate);
-    convert(out, tmp, ctx_->compute);
+    convert(out, tmp, op_stream());
     return;
   }
   gemm(out.unsqueeze(0), xs.unsqueeze(0), w.w.unsqueeze(0), !w.transposed, accumulate);

@@ -16,6 +16,7 @@ DeviceContext::DeviceContext(int dev, const std::vector<int>& peers) : device(de
   SPLASH_CUDA_CHECK(cudaSetDevice(dev));
   SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer, cudaStreamNonBlocking));
+  SPLASH_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
@@ -42,13 +43,48 @@ DeviceContext::~DeviceContext() {
   cudaSetDevice(device);
   cudaStreamSynchronize(compute);
   cudaStreamSynchronize(transfer);
+  cudaStreamSynchronize(side);
   cudaMemPoolDestroy(pool);
   cudaStreamDestroy(compute);
   cudaStreamDestroy(transfer);
+  cudaStreamDestroy(side);
   cudaFreeHost(errors);
 }
 
-Tensor CudaBackend::empty(DType dtype, std::span<const int64_t> shape) { return alloc(dtype, shape, ctx_->compute); }
+// The last view may die on another rank's thread: switch to this device and back.
+void DeviceContext::free_now(const HeldFree& f) {
+  int prev = -1;
+  cudaGetDevice(&prev);
+  if (prev != device) cudaSetDevice(device);
+  cudaFreeAsync(f.p, f.st);
+  if (prev != device && prev >= 0) cudaSetDevice(prev);
+  bytes_in_use -= f.bytes;
+}
+
+void DeviceContext::free_block(void* p, size_t bytes, cudaStream_t st) {
+  {
+    std::lock_guard lk(held_mu_);
+    if (holding_) return held_.push_back({p, bytes, st});
+  }
+  free_now({p, bytes, st});
+}
+
+void DeviceContext::hold_frees() {
+  std::lock_guard lk(held_mu_);
+  holding_ = true;
+}
+
+void DeviceContext::release_held() {
+  std::vector<HeldFree> held;
+  {
+    std::lock_guard lk(held_mu_);
+    holding_ = false;
+    held.swap(held_);
+  }
+  for (const HeldFree& f : held) free_now(f);
+}
+
+Tensor CudaBackend::empty(DType dtype, std::span<const int64_t> shape) { return alloc(dtype, shape, op_stream()); }
 
 // The pool keeps freed memory (its release threshold is unbounded): trim it once the frees queued on the
 // streams have run.
@@ -76,16 +112,11 @@ Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStrea
     }
     ctx_->bytes_in_use += bytes;
     // Freed in stream order on the allocating stream: work queued there before the last view died
-    // finishes first. Work on another stream must be ordered before that (record/wait).
-    // The last view may die on another rank's thread: switch to this device and back.
-    owner = std::shared_ptr<void>(p, [ctx = ctx_, bytes, st](void* q) {
-      int prev = -1;
-      cudaGetDevice(&prev);
-      if (prev != ctx->device) cudaSetDevice(ctx->device);
-      cudaFreeAsync(q, st);
-      if (prev != ctx->device && prev >= 0) cudaSetDevice(prev);
-      ctx->bytes_in_use -= bytes;
-    });
+    // finishes first. Work on another stream must be ordered before that (record/wait). The side stream's
+    // blocks die after the join (frees are held until then) and go back on the compute stream, which has
+    // joined it, so that the compute stream's next allocations reuse them without waiting for the side.
+    const cudaStream_t free_on = st == ctx_->side ? ctx_->compute : st;
+    owner = std::shared_ptr<void>(p, [ctx = ctx_, bytes, free_on](void* q) { ctx->free_block(q, bytes, free_on); });
   }
   return Tensor(p, dtype, shape.data(), static_cast<int>(shape.size()), Device::CUDA, std::move(owner));
 }

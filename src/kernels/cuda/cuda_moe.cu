@@ -279,14 +279,14 @@ void CudaBackend::moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tenso
   if (N == 0) return;
   const int threads = E > 128 ? 256 : std::max(32, (E + 31) / 32 * 32);
   const size_t shared = sizeof(float) * (2 * E + r.n_group) + sizeof(int) * (r.n_group + r.top_k);
-  moe_route_kernel<<<static_cast<unsigned>(N), threads, shared, ctx_->compute>>>(
+  moe_route_kernel<<<static_cast<unsigned>(N), threads, shared, op_stream()>>>(
       topk_ids.ptr<int32_t>(), topk_w.ptr<float>(), logits.ptr<float>(), logits.stride(0),
       bias.defined() ? bias.ptr<float>() : nullptr, E, r);
   SPLASH_CUDA_LAUNCHED();
 }
 
-void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up,
-                              const Weight& down, int expert_begin) {
+MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                                 int expert_begin) {
   const int64_t N = x.size(0), d = x.size(1), k = topk_ids.size(1);
   const Tensor& gw = gate_up.w;
   const Tensor& dw = down.w;
@@ -303,16 +303,13 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   SPLASH_CHECK(gw.ndim() == 3 && dw.ndim() == 3 && gw.size(2) == d && dw.size(0) == E && dw.size(1) == d &&
                    dw.size(2) == I && gw.stride(2) == 1 && dw.stride(2) == 1,
                "moe weights gate_up {} down {} for x {}", gw.shape_str(), dw.shape_str(), x.shape_str());
-  SPLASH_CHECK(x.ndim() == 2 && x.stride(1) == 1 && out.ndim() == 2 && out.stride(1) == 1 && out.size(0) == N &&
-                   out.size(1) == d && out.dtype() == x.dtype() && gw.dtype() == w_dtype && dw.dtype() == w_dtype,
-               "moe_experts: out {} x {} ({} and {})", out.shape_str(), x.shape_str(), dtype_name(x.dtype()),
-               dtype_name(gw.dtype()));
-  SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_w.dtype() == DType::F32 && topk_ids.is_contiguous() &&
-                   topk_w.is_contiguous() && topk_ids.size(0) == N && topk_w.numel() == N * k,
-               "moe_experts ids {} weights {}", topk_ids.shape_str(), topk_w.shape_str());
+  SPLASH_CHECK(x.ndim() == 2 && x.stride(1) == 1 && gw.dtype() == w_dtype && dw.dtype() == w_dtype,
+               "moe_experts: x {} ({} and {})", x.shape_str(), dtype_name(x.dtype()), dtype_name(gw.dtype()));
+  SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_ids.is_contiguous() && topk_ids.size(0) == N,
+               "moe_experts ids {} for x {}", topk_ids.shape_str(), x.shape_str());
   const int64_t entries = N * k;
-  if (entries == 0 || E == 0) return;
-  const cudaStream_t st = ctx_->compute;
+  if (entries == 0 || E == 0) return {};
+  const cudaStream_t st = op_stream();
 
   // Group the (token, slot) entries by local expert, each expert's rows in token order (moe_grouping.cu).
   const ExpertGroups groups = group_by_expert(topk_ids, expert_begin, E);
@@ -320,23 +317,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
 
   const size_t es = dtype_size(x.dtype());
   const cudaDataType_t type = cuda_type(x.dtype());
-  const int V = vec_width(d, {&out, &x});
-  SPLASH_CHECK(k <= 6144, "moe_experts: top {} is more than combine's 48 KB of shared memory holds", k);
-  auto combine = [&](const Tensor& y, const Tensor& pos) {
-    dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
-      dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
-        using T = typename decltype(t)::type;
-        const int64_t chunks = d / v;
-        const int threads = static_cast<int>(std::min<int64_t>(kCombineThreads, (chunks + 31) / 32 * 32));
-        const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((chunks + threads - 1) / threads));
-        moe_combine_kernel<T, decltype(v)::value><<<grid, threads, k * (sizeof(int32_t) + sizeof(float)), st>>>(
-            out.ptr<T>(), out.stride(0), y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
-            pos.ptr<int32_t>(), static_cast<int>(k));
-      });
-    });
-    SPLASH_CUDA_LAUNCHED();
-  };
-
+  const int V = vec_width(d, {&x});
   const MoePath path = moe_path(x, gw, dw, fp8);
   if (path == MoePath::Gemv) {
     Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
@@ -350,8 +331,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     } else {
       moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
     }
-    combine(y, pos_of);
-    return;
+    return {y, pos_of};
   }
   // The experts on a padded layout of R rows (PaddedRows); `gemms(weight, in, res)` runs one projection.
   auto run_padded = [&](const PaddedRows& pad, int64_t R, auto&& gemms) {
@@ -374,7 +354,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     // results for them are never read (combine reads y at padded_pos; FP8 quantizes each row alone).
     silu_mul_rows(h, gu, padded_pos);
     gemms(down, h, y);
-    combine(y, padded_pos);
+    return MoeExpertOutputs{y, padded_pos};
   };
   if (path == MoePath::Padded) {
     // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection (FP8:
@@ -383,7 +363,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     const int64_t Np = fp8 ? (N + 3) / 4 * 4 : N;
     std::vector<int64_t> starts;
     for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * Np);
-    run_padded(PaddedRows{nullptr, Np, E}, int64_t{E} * Np, [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+    return run_padded(PaddedRows{nullptr, Np, E}, int64_t{E} * Np, [&](const Weight& weight, const Tensor& in, const Tensor& res) {
       if (fp8) return fp8_expert_gemms(weight, in, res, {Np}, starts);
       const Tensor& w = weight.w;
       const int m = static_cast<int>(w.size(1)), kk = static_cast<int>(w.size(2));
@@ -393,7 +373,6 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
           static_cast<int>(w.stride(1)), w.stride(0), in.data(), type, kk, N * kk, &beta, res.data(), type, m, N * m, E,
           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     });
-    return;
   }
 
   if (path == MoePath::Grouped) {
@@ -403,8 +382,7 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
     grouped_gemm(gu, x, row_of.ptr<int32_t>(), gw, offsets.ptr<int32_t>(), st);
     silu_mul_rows(h, gu, pos_of);
     grouped_gemm(y, h, nullptr, dw, offsets.ptr<int32_t>(), st);
-    combine(y, pos_of);
-    return;
+    return {y, pos_of};
   }
 
   // The GEMM sizes per expert must be known on the host: one small read-back per MoE layer.
@@ -413,17 +391,16 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   SPLASH_CUDA_CHECK(cudaStreamSynchronize(st));
   check_device_errors();
   const int64_t local = off[E];
-  if (local == 0) return;
+  if (local == 0) return {};
   if (fp8) {  // each expert's rows padded to a multiple of 4, as cuBLASLt's block-scaled GEMMs take them
     std::vector<int32_t> padded(static_cast<size_t>(E) + 1, 0);
     for (int e = 0; e < E; ++e) padded[e + 1] = padded[e] + (off[e + 1] - off[e] + 3) / 4 * 4;
     const Tensor starts_d = upload(Tensor(padded.data(), DType::I32, {int64_t{E} + 1}), DType::I32);
     const std::vector<int64_t> starts(padded.begin(), padded.end());
-    run_padded(PaddedRows{starts_d.ptr<int32_t>(), 0, E}, padded[E],
-               [&](const Weight& weight, const Tensor& in, const Tensor& res) {
-                 fp8_expert_gemms(weight, in, res, {0, starts_d.ptr<int32_t>(), E}, starts);
-               });
-    return;
+    return run_padded(PaddedRows{starts_d.ptr<int32_t>(), 0, E}, padded[E],
+                      [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+                        fp8_expert_gemms(weight, in, res, {0, starts_d.ptr<int32_t>(), E}, starts);
+                      });
   }
 
   Tensor xs = empty(x.dtype(), {local, d}), gu = empty(x.dtype(), {local, I2}), h = empty(x.dtype(), {local, I}),
@@ -489,7 +466,36 @@ void CudaBackend::moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk
   expert_gemms(gate_up, xs, gu);
   silu_mul(h, gu);
   expert_gemms(down, h, y);
-  combine(y, pos_of);
+  return {y, pos_of};
+}
+
+void CudaBackend::moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) {
+  if (!y.y.defined()) return;
+  const int64_t N = out.size(0), d = out.size(1), k = topk_ids.size(1);
+  SPLASH_CHECK(out.ndim() == 2 && out.stride(1) == 1 && y.y.ndim() == 2 && y.y.size(1) == d && y.y.is_contiguous() &&
+                   out.dtype() == y.y.dtype(),
+               "moe_combine: out {} results {} ({} and {})", out.shape_str(), y.y.shape_str(), dtype_name(out.dtype()),
+               dtype_name(y.y.dtype()));
+  SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_w.dtype() == DType::F32 && y.pos.dtype() == DType::I32 &&
+                   topk_ids.is_contiguous() && topk_w.is_contiguous() && y.pos.is_contiguous() &&
+                   topk_ids.size(0) == N && topk_w.numel() == N * k && y.pos.numel() == N * k,
+               "moe_combine ids {} weights {} positions {} for {} rows", topk_ids.shape_str(), topk_w.shape_str(),
+               y.pos.shape_str(), N);
+  SPLASH_CHECK(k <= 6144, "moe_combine: top {} is more than its 48 KB of shared memory holds", k);
+  const cudaStream_t st = op_stream();
+  const int V = vec_width(d, {&out, &y.y});
+  dispatch_float(out.dtype(), "moe_combine", [&](auto t) {
+    dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
+      using T = typename decltype(t)::type;
+      const int64_t chunks = d / v;
+      const int threads = static_cast<int>(std::min<int64_t>(kCombineThreads, (chunks + 31) / 32 * 32));
+      const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((chunks + threads - 1) / threads));
+      moe_combine_kernel<T, decltype(v)::value><<<grid, threads, k * (sizeof(int32_t) + sizeof(float)), st>>>(
+          out.ptr<T>(), out.stride(0), y.y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
+          y.pos.ptr<int32_t>(), static_cast<int>(k));
+    });
+  });
+  SPLASH_CUDA_LAUNCHED();
 }
 
 // x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data. Every
@@ -505,7 +511,7 @@ void CudaBackend::fp8_expert_gemms(const Weight& w, const Tensor& in, const Tens
                                    const std::vector<int64_t>& starts) {
   const int64_t rows = in.size(0), K = in.size(1), N = w.w.size(1), ld = fp8_codes_ld(K);
   Tensor q = empty(DType::F8E4M3, {rows, ld}), scales = empty(DType::F32, {fp8_blocks(K) * rows});
-  cuda::quantize_rows_fp8(in, q.ptr<uint8_t>(), ld, scales.ptr<float>(), groups, ctx_->compute);
+  cuda::quantize_rows_fp8(in, q.ptr<uint8_t>(), ld, scales.ptr<float>(), groups, op_stream());
   const size_t es = dtype_size(res.dtype());
   for (size_t e = 0; e + 1 < starts.size(); ++e) {
     const int64_t r0 = starts[e], count = std::min(starts[e + 1], rows) - r0;
@@ -513,7 +519,7 @@ void CudaBackend::fp8_expert_gemms(const Weight& w, const Tensor& in, const Tens
     const Tensor we = w.w.select(0, static_cast<int64_t>(e)), se = w.scale_inv.select(0, static_cast<int64_t>(e));
     fp8_gemm(*blas_, fp8_counts_, {static_cast<char*>(res.data()) + r0 * res.stride(0) * es, res.dtype(), res.stride(0)},
              {q.ptr<uint8_t>() + r0 * ld, ld, scales.ptr<float>() + r0 * fp8_blocks(K)},
-             {we.ptr<uint8_t>(), we.stride(0), se.ptr<float>(), se.stride(0)}, count, N, K, false, ctx_->compute);
+             {we.ptr<uint8_t>(), we.stride(0), se.ptr<float>(), se.stride(0)}, count, N, K, false, op_stream());
   }
 }
 

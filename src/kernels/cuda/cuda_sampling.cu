@@ -54,7 +54,7 @@ void CudaBackend::argmax_rows(Tensor ids, Tensor logits) {
                    ids.dtype() == DType::I32 && ids.is_contiguous() && ids.numel() == logits.size(0),
                "argmax_rows: ids {} logits {}", ids.shape_str(), logits.shape_str());
   if (logits.size(0) == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned>(logits.size(0)), kThreads, 0, ctx_->compute>>>(
+  argmax_rows_kernel<<<static_cast<unsigned>(logits.size(0)), kThreads, 0, op_stream()>>>(
       ids.ptr<int32_t>(), logits.ptr<float>(), logits.stride(0), logits.size(1));
   SPLASH_CUDA_LAUNCHED();
 }

@@ -97,7 +97,7 @@ void CudaBackend::quantize_fp8_rows(Tensor q, Tensor scales, Tensor x) {
   SPLASH_CHECK(q.dtype() == DType::F8E4M3 && q.ndim() == 2 && q.size(0) == M && q.size(1) == K && q.stride(1) == 1 &&
                    scales.dtype() == DType::F32 && scales.is_contiguous() && scales.numel() == fp8_blocks(K) * M,
                "quantize_fp8_rows: q {} scales {} for x {}", q.shape_str(), scales.shape_str(), x.shape_str());
-  cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), q.stride(0), scales.ptr<float>(), {M > 0 ? M : 1}, ctx_->compute);
+  cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), q.stride(0), scales.ptr<float>(), {M > 0 ? M : 1}, op_stream());
 }
 
 void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w, bool accumulate) {
@@ -113,9 +113,9 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
   const int64_t ld = fp8_codes_ld(K);
   if (fp8_gemv_fits(M, K, wm)) {
     Tensor q = empty(DType::F8E4M3, {M, ld}), scales = empty(DType::F32, {fp8_blocks(K) * M});
-    cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {M}, ctx_->compute);
+    cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {M}, op_stream());
     fp8_gemv({out.data(), out.dtype(), out.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()}, wm, M, N, K,
-             accumulate, ctx_->compute);
+             accumulate, op_stream());
     ++fp8_counts_.gemv;
     return;
   }
@@ -125,14 +125,14 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
   const int64_t Mp = (M + 3) / 4 * 4;
   Tensor q = empty(DType::F8E4M3, {Mp, ld}), scales = empty(DType::F32, {fp8_blocks(K) * Mp});
   cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {.rows = Mp, .padded_rows = Mp},
-                          ctx_->compute);
+                          op_stream());
   Tensor d = out;
   if (Mp != M) {
     d = empty(out.dtype(), {Mp, N});
     if (accumulate) copy(d.slice(0, 0, M), out);
   }
   fp8_gemm(*blas_, fp8_counts_, {d.data(), d.dtype(), d.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()},
-           wm, Mp, N, K, accumulate, ctx_->compute);
+           wm, Mp, N, K, accumulate, op_stream());
   if (Mp != M) copy(out, d.slice(0, 0, M));
 }
 

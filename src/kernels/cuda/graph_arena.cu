@@ -15,7 +15,7 @@ GraphArena::~GraphArena() {
   int prev = -1;
   cudaGetDevice(&prev);
   if (prev != device_) cudaSetDevice(device_);
-  for (const Chunk& c : chunks_) cudaFree(c.base);  // the graphs that used it are gone (they hold the arena)
+  for (char* c : chunks_) cudaFree(c);  // the graphs that used it are gone (they hold the arena)
   if (prev != device_ && prev >= 0) cudaSetDevice(prev);
 }
 
@@ -23,8 +23,7 @@ void GraphArena::start(bool may_grow) {
   std::lock_guard lk(mu_);
   ++session_;
   may_grow_ = may_grow;
-  free_.clear();
-  for (size_t i = 0; i < chunks_.size(); ++i) free_[{i, 0}] = chunks_[i].size;
+  extents_.reset();
 }
 
 // A new chunk at least as large as everything so far: the chunks stay few while the arena grows to the
@@ -38,48 +37,42 @@ void GraphArena::add_chunk(size_t at_least) {
     fail_internal("CUDA device {}: out of memory growing the graphs' memory by {} bytes (it holds {}): {}", device_,
                   size, total_, cudaGetErrorString(err));
   }
-  chunks_.push_back({static_cast<char*>(p), size});
-  free_[{chunks_.size() - 1, 0}] = size;
+  chunks_.push_back(static_cast<char*>(p));
+  extents_.add_chunk(size);
   total_ += size;
 }
 
 std::shared_ptr<void> GraphArena::allocate(size_t bytes) {
   bytes = round_up(std::max<size_t>(bytes, 1), kAlign);
   std::lock_guard lk(mu_);
-  auto it = std::find_if(free_.begin(), free_.end(), [&](const auto& e) { return e.second >= bytes; });
-  if (it == free_.end()) {
+  std::optional<FirstFitExtents::Extent> at = extents_.take(bytes);
+  if (!at) {
     if (!may_grow_)
       fail_internal("a captured graph needs {} bytes more than its warm-up had ({} held): its allocations differ", bytes,
                     total_);
     add_chunk(bytes);
-    it = std::prev(free_.end());
+    at = extents_.take(bytes);  // the new chunk: nothing before it fits
   }
-  const Extent at = it->first;
-  const size_t left = it->second - bytes;
-  free_.erase(it);
-  if (left > 0) free_[{at.first, at.second + bytes}] = left;
-  char* p = chunks_[at.first].base + at.second;
-  return std::shared_ptr<void>(p, [self = shared_from_this(), at, bytes, session = session_](void*) {
+  char* p = chunks_[at->first] + at->second;
+  return std::shared_ptr<void>(p, [self = shared_from_this(), at = *at, bytes, session = session_](void*) {
     self->release(at, bytes, session);
   });
 }
 
-void GraphArena::release(Extent at, size_t bytes, uint64_t session) {
+void GraphArena::release(FirstFitExtents::Extent at, size_t bytes, uint64_t session) {
   std::lock_guard lk(mu_);
   if (session != session_) return;  // handed out before a fresh start: free already
-  auto next = free_.lower_bound(at);
-  if (next != free_.end() && next->first.first == at.first && next->first.second == at.second + bytes) {
-    bytes += next->second;
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first.first == at.first && prev->first.second + prev->second == at.second) {
-      prev->second += bytes;
-      return;
-    }
-  }
-  free_[at] = bytes;
+  extents_.give_back(at, bytes);
+}
+
+void GraphArena::hold_frees() {
+  std::lock_guard lk(mu_);
+  extents_.hold();
+}
+
+void GraphArena::release_held() {
+  std::lock_guard lk(mu_);
+  extents_.release_held();
 }
 
 size_t GraphArena::bytes() const {

@@ -5,11 +5,12 @@
 // fresh start forgets every block handed out before it: the graphs of one pool never run at once.
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "core/first_fit_extents.h"
 
 namespace splash::cuda {
 
@@ -27,20 +28,19 @@ class GraphArena : public std::enable_shared_from_this<GraphArena> {
   // the arena started over since.
   std::shared_ptr<void> allocate(size_t bytes);
   size_t bytes() const;
+  // Blocks given back from hold_frees() on are handed out again only after release_held(): the two
+  // chains of Backend::concurrently run unordered until its join, so neither may take the other's.
+  void hold_frees();
+  void release_held();
 
  private:
-  struct Chunk {
-    char* base;
-    size_t size;
-  };
-  using Extent = std::pair<size_t, size_t>;  // (chunk, offset)
-  void release(Extent at, size_t bytes, uint64_t session);
+  void release(FirstFitExtents::Extent at, size_t bytes, uint64_t session);
   void add_chunk(size_t at_least);
 
   mutable std::mutex mu_;
   int device_;
-  std::vector<Chunk> chunks_;
-  std::map<Extent, size_t> free_;  // free extents and their lengths, in (chunk, offset) order
+  std::vector<char*> chunks_;
+  FirstFitExtents extents_;
   uint64_t session_ = 0;
   bool may_grow_ = false;
   size_t total_ = 0;

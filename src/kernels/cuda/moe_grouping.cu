@@ -101,7 +101,7 @@ ExpertGroups CudaBackend::group_by_expert(const Tensor& topk_ids, int expert_beg
   SPLASH_CHECK(topk_ids.dtype() == DType::I32 && topk_ids.ndim() == 2 && topk_ids.is_contiguous() && E >= 1,
                "group_by_expert: ids {} over {} experts", topk_ids.shape_str(), E);
   const int64_t entries = topk_ids.numel(), k = topk_ids.size(1);
-  const cudaStream_t st = ctx_->compute;
+  const cudaStream_t st = op_stream();
   ExpertGroups g{empty(DType::I32, {E + 1}), empty(DType::I32, {entries}), empty(DType::I32, {entries})};
   if (entries <= int64_t{kGroupThreads} * kGroupEntriesPerThread && E < kGroupThreads) {
     moe_group_one_block_kernel<<<1, kGroupThreads, 0, st>>>(g.offsets.ptr<int32_t>(), g.row_of.ptr<int32_t>(),

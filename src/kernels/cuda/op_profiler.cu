@@ -1,7 +1,9 @@
-// SPLASH_PROFILE_OPS=1: a backend that forwards every op to the CUDA backend and records, per op name,
-// the calls, the host time spent issuing them and the GPU time between events around them. Printed to
-// stderr when the backend goes away. It answers "where does a step go": GPU time well below the step's
-// wall time means the step is bound by the host (issuing, synchronising), not by the kernels.
+// SPLASH_PROFILE_OPS=1: a backend that forwards every op to the CUDA backend and records, per op name, the
+// calls, the host time spent issuing them and the GPU time between events around them. Printed to stderr
+// when the backend goes away. Ops run in issue order on the compute stream (concurrently() is not
+// forwarded: Backend's runs side then main), so each op's events time it alone. It answers "where does a
+// step go": GPU time well below the step's wall time means the step is bound by the host (issuing,
+// synchronising), not by the kernels.
 #include "kernels/cuda/cuda_check.cuh"
 
 #include <chrono>
@@ -123,9 +125,14 @@ class OpProfilingBackend final : public Backend {
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override {
     timed("moe_route", {}, [&] { in_->moe_route(topk_ids, topk_w, logits, bias, r); });
   }
-  void moe_experts(Tensor out, Tensor x, Tensor topk_ids, Tensor topk_w, const Weight& gate_up, const Weight& down,
-                   int expert_begin) override {
-    timed("moe_experts", {}, [&] { in_->moe_experts(out, x, topk_ids, topk_w, gate_up, down, expert_begin); });
+  MoeExpertOutputs moe_expert_outputs(Tensor x, Tensor topk_ids, const Weight& gate_up, const Weight& down,
+                                      int expert_begin) override {
+    MoeExpertOutputs y;
+    timed("moe_expert_outputs", {}, [&] { y = in_->moe_expert_outputs(x, topk_ids, gate_up, down, expert_begin); });
+    return y;
+  }
+  void moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk_ids, Tensor topk_w) override {
+    timed("moe_combine", {}, [&] { in_->moe_combine(out, y, topk_ids, topk_w); });
   }
 
  private:
