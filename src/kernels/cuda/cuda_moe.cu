@@ -1,11 +1,11 @@
 // MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
 // index, as the CPU reference) and the routed experts: entries are grouped by expert, stably
-// (moe_grouping.cu); the experts run as batched GEMVs over the busy experts (a few rows each), a padded
-// strided-batched GEMM (decode-sized batches), or, for prefill-sized bf16/f16 batches, one grouped GEMM
-// launch per projection over every local expert (grouped_gemm.cu: Hopper wgmma, the gather of x fused
-// into the gate_up GEMM, the experts' row ranges read on the device, so nothing waits on the host).
-// Only what the grouped GEMM does not take (F32, rows not 16-byte multiples, more than 1024 local
-// experts) reads the expert counts back to the host and runs one cuBLAS GEMM per busy expert (or one
+// (moe_grouping.cu); the experts run as batched GEMVs over the busy experts (a few rows each, decode) or,
+// for every larger bf16/f16 batch, one grouped GEMM launch per projection over every local expert
+// (grouped_gemm.cu: Hopper wgmma, the gather of x fused into the gate_up GEMM, the experts' row ranges
+// read on the device, so nothing waits on the host). What the grouped GEMM does not take (F32, rows not
+// 16-byte multiples, more than 1024 local experts) runs a padded strided-batched GEMM (decode-sized
+// batches) or reads the expert counts back to the host and runs one cuBLAS GEMM per busy expert (or one
 // grouped cuBLAS call). The weighted results are added back per row in expert order, the reference's
 // order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128 block scales) take
 // the GEMVs reading the busy experts' codes, and otherwise one block-scaled FP8 GEMM per expert
@@ -38,12 +38,12 @@ constexpr int64_t kPerExpertRows = 96;  // average rows per busy expert from whi
 // stays memory-bound up to ~14 rows, beyond which the tensor-core GEMMs win. Rows usually spread over
 // several experts (N = 16, top-6 of 64: ~2 rows per busy expert), so 16 is still on the safe side.
 constexpr int64_t kGemvRowsMax = 16;
-// Larger decode-sized batches (E_local x N rows at most kPaddedRowsMax) take the padded layout: every local
-// expert gets N rows (no token picks an expert twice), so the GEMM sizes are known on the host without
-// reading the routing back: no host synchronisation inside the step, one strided batched GEMM per
-// projection. The padding costs E_local / k times the useful FLOPs, cheap while the step is bound by
-// reading expert weights (H200, E_local 32, N 64: 3.46 TB/s of weights; docs/perf.md). It reads every
-// local expert's weights, which at these N are nearly all busy anyway.
+// Larger decode-sized batches (E_local x N rows at most kPaddedRowsMax) that the grouped GEMM does not
+// take run on the padded layout: every local expert gets N rows (no token picks an expert twice), so the
+// GEMM sizes are known on the host without reading the routing back: no host synchronisation inside the
+// step, one strided batched GEMM per projection. The padding costs E_local / k times the useful FLOPs,
+// cheap while the step is bound by reading expert weights (H200, E_local 32, N 64: 3.46 TB/s of weights;
+// docs/perf.md). It reads every local expert's weights, which at these N are nearly all busy anyway.
 constexpr int64_t kPaddedRowsMax = 8192;
 constexpr int64_t kCombineThreads = 128;  // per block of moe_combine_kernel: a row of d = 2048 bf16 is 2 blocks
 
@@ -249,10 +249,12 @@ enum class MoePath { Gemv, Padded, Grouped, CountsReadBack };
 MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw, bool fp8) {
   const int64_t N = x.size(0), E = gw.size(0), d = x.size(1), I = gw.size(1) / 2;
   if (N <= kGemvRowsMax && (fp8 ? moe_gemv_fp8_fits(d, I) : moe_gemv_fits(x, gw, dw))) return MoePath::Gemv;
-  if (E * N <= kPaddedRowsMax) return MoePath::Padded;
   // The down projection's input h is a fresh contiguous [entries, I] tensor: x's dtype, I-element rows.
   const Tensor h(nullptr, x.dtype(), {N, I}, Device::CUDA);
+  // The grouped GEMM also before the padded layout: measured on an H100 (V2-Lite shape, bf16) its decode
+  // step is 15.35 against 16.35 ms at B = 64 and 16.73 against 19.25 ms at B = 128 (docs/perf.md).
   if (!fp8 && grouped_gemm_fits(x, gw) && grouped_gemm_fits(h, dw)) return MoePath::Grouped;
+  if (E * N <= kPaddedRowsMax) return MoePath::Padded;
   return MoePath::CountsReadBack;
 }
 // One expert's GEMM in a grouped call: D (m x n) = A^T B in column-major terms.
