@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "cuda/cuda_ops_fixture.h"
@@ -630,6 +631,88 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
              gpu().moe_experts(out, x, ids_d, w, Weight{gu}, Weight{dn}, 0);
            }),
            2.0 * entries * 3 * m.I * m.d, "TFLOP/s");
+  }
+  // FP8 experts of V2-Lite (block-scaled codes), N = 64 (decode) and 2048 (prefill) tokens: the grouped FP8
+  // GEMM on inputs quantized beforehand against what ran before it, one cuBLASLt block-scaled GEMM per
+  // expert through linear() (which quantizes each expert's rows itself): on N rows per expert where E N
+  // fits the padded layout (kPaddedRowsMax = 8192), else on each expert's rows rounded up to 4 (the
+  // read-back layout, its host synchronisation not timed). Then the whole moe_experts, now the grouped path.
+  {
+    const int64_t E = 64, k = 6, d = 2048, I = 1408;
+    // Device FP8 codes of moderate values (|v| <= 1.75) tiled from one random block, scales 2^-6.
+    auto fp8_weight = [&](int64_t rows, int64_t cols) {
+      Tensor codes = gpu().empty(DType::F8E4M3, {E, rows, cols}), flat = codes.reshape({-1});
+      const int64_t block = std::min<int64_t>(flat.numel(), 1 << 20);
+      Tensor r = cpu_tensor(DType::F8E4M3, {block});
+      std::uniform_int_distribution<int> c(0, 0x3f);
+      for (int64_t i = 0; i < block; ++i) r.ptr<uint8_t>()[i] = static_cast<uint8_t>(c(rng_) | (i % 2 ? 0x80 : 0));
+      const Tensor rd = gpu().upload(r, DType::F8E4M3);
+      for (int64_t o = 0; o < flat.numel(); o += block)
+        gpu().copy(flat.slice(0, o, std::min(o + block, flat.numel())), rd.slice(0, 0, std::min(block, flat.numel() - o)));
+      Tensor sh = empty_fp8_scales(cpu_, E, fp8_blocks(rows), fp8_blocks(cols)),
+             sd = empty_fp8_scales(gpu(), E, fp8_blocks(rows), fp8_blocks(cols));
+      std::fill(sh.ptr<float>(), sh.ptr<float>() + sh.numel(), 1.0f / 64);
+      gpu().copy(sd, sh);
+      return Weight{codes, sd};
+    };
+    const Weight gu = fp8_weight(2 * I, d), dn = fp8_weight(d, I);
+    for (int64_t N : {64, 2048}) {
+      const int64_t entries = N * k;
+      std::vector<int32_t> ids, counts(E, 0);
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<int32_t> pool(E);
+        std::iota(pool.begin(), pool.end(), 0);
+        std::shuffle(pool.begin(), pool.end(), rng_);
+        ids.insert(ids.end(), pool.begin(), pool.begin() + k);
+        for (int64_t j = 0; j < k; ++j) ++counts[pool[j]];
+      }
+      Tensor ids_h = cpu_tensor(DType::I32, {N, k});
+      std::copy(ids.begin(), ids.end(), ids_h.ptr<int32_t>());
+      const Tensor ids_d = gpu().upload(ids_h, DType::I32);
+      const ExpertGroups groups = cuda_group_by_expert(gpu(), ids_d, 0, static_cast<int>(E));
+      // The inputs quantized as moe_experts quantizes them: x per token, h per sorted row.
+      Tensor x = dev_rand({N, d}, 1), h = dev_rand({entries, I}, 1);
+      Tensor xq = gpu().empty(DType::F8E4M3, {N, d}), xs = gpu().empty(DType::F32, {fp8_blocks(d) * N});
+      Tensor hq = gpu().empty(DType::F8E4M3, {entries, I}), hs = gpu().empty(DType::F32, {fp8_blocks(I) * entries});
+      cuda_quantize_fp8_rows(gpu(), xq, xs, x);
+      cuda_quantize_fp8_rows(gpu(), hq, hs, h);
+      Tensor gu_out = gpu().empty(DType::BF16, {entries, 2 * I}), y = gpu().empty(DType::BF16, {entries, d});
+      // The per-expert layout: rows [starts[e], starts[e + 1]) of expert e.
+      std::vector<int64_t> starts(E + 1, 0);
+      for (int64_t e = 0; e < E; ++e) starts[e + 1] = starts[e] + (E * N <= 8192 ? N : (counts[e] + 3) / 4 * 4);
+      Tensor xs_pad = dev_rand({starts[E], d}, 1), h_pad = dev_rand({starts[E], I}, 1);
+      Tensor gu_pad = gpu().empty(DType::BF16, {starts[E], 2 * I}), y_pad = gpu().empty(DType::BF16, {starts[E], d});
+      struct Fp8Projection {
+        const char* name;
+        const Weight& w;
+        const Tensor &q, &scales, &out, &pad_in, &pad_out;
+        bool gather;
+      };
+      for (const Fp8Projection& p : {Fp8Projection{"gate_up", gu, xq, xs, gu_out, xs_pad, gu_pad, true},
+                                     Fp8Projection{"down", dn, hq, hs, y, h_pad, y_pad, false}}) {
+        const double flop = 2.0 * entries * p.w.w.size(1) * p.w.w.size(2);
+        const std::string shape = "V2-Lite N=" + std::to_string(N) + " " + p.name + " n=" +
+                                  std::to_string(p.w.w.size(1)) + " K=" + std::to_string(p.w.w.size(2));
+        report("FP8 grouped GEMM " + shape, time_ms(20, [&] {
+                 cuda_grouped_gemm_fp8(gpu(), p.out, p.q, p.scales, p.gather ? groups.row_of : Tensor{}, p.w,
+                                       groups.offsets);
+               }),
+               flop, "TFLOP/s");
+        report("FP8 cuBLASLt per expert " + shape, time_ms(20, [&] {
+                 for (int64_t e = 0; e < E; ++e)
+                   if (starts[e + 1] > starts[e])
+                     gpu().linear(p.pad_out.slice(0, starts[e], starts[e + 1]), p.pad_in.slice(0, starts[e], starts[e + 1]),
+                                  Weight{p.w.w.select(0, e), p.w.scale_inv.select(0, e)});
+               }),
+               flop, "TFLOP/s (useful)");
+      }
+      Tensor out = gpu().empty(DType::BF16, {N, d}), w = dev(rand({N, k}, 0.1f, 1.0f), DType::F32);
+      gpu().fill_zero(out);
+      report("moe_experts FP8 V2-Lite N=" + std::to_string(N), time_ms(N > 100 ? 10 : 20, [&] {
+               gpu().moe_experts(out, x, ids_d, w, gu, dn, 0);
+             }),
+             2.0 * entries * 3 * I * d, "TFLOP/s");
+    }
   }
   // Routed experts of one EP=8 rank of DeepSeek-V3: 32 local experts, d = 7168, I = 2048.
   const int64_t E = 32, d = 7168, I = 2048, k = 8;

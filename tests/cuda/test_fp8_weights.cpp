@@ -1,6 +1,7 @@
 // FP8 block-scaled weights on the GPU against the CPU reference (core/fp8.h's rule, kernels/cpu): the
 // activation quantization bit for bit, linear() at aligned and odd shapes (and which path ran: the
-// few-rows GEMV, cuBLASLt's block-scaled GEMM or the fallback kernel), and the MoE experts' FP8 paths (GEMVs, padded, read-back).
+// few-rows GEMV, cuBLASLt's block-scaled GEMM or the fallback kernel), and the MoE experts' FP8 paths
+// (GEMVs, grouped GEMM, padded, read-back) and which of them ran.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,10 +118,10 @@ TEST_F(CudaFp8, LinearMatchesTheCpuAndSaysWhichPathRan) {
   }
 }
 
-// Every FP8 MoE path against the CPU: GEMVs (N <= 16), the padded layout with one FP8 GEMM per expert,
-// and the read-back layout (E_local x N beyond the padded bound), expert row counts not multiples of 4 in
-// both; d = 200 (not a multiple of 16) makes the GEMV path step aside and the GEMMs run on the fallback
-// kernel. The GPU quantizes h after rounding it to bf16, the CPU the f32 h: where that rounding (2^-9)
+// Every FP8 MoE path against the CPU: GEMVs (N <= 16), and beyond them, with d and I multiples of 16, the
+// grouped FP8 GEMM (two launches: gate_up, down; I = 352 puts partial 128-blocks in both); d = 200 (not a
+// multiple of 16) makes both step aside for the padded layout with one FP8 GEMM per expert and, with
+// E_local x N beyond the padded bound, the read-back layout, their GEMMs on the fallback kernel. The GPU quantizes h after rounding it to bf16, the CPU the f32 h: where that rounding (2^-9)
 // carries a value across an FP8 rounding boundary (a few percent of them) its code is one step (up to
 // 1/8) off: about 2% of noise on the output's scale.
 TEST_F(CudaFp8, MoeExpertsFp8PathsMatchTheCpu) {
@@ -132,8 +133,8 @@ TEST_F(CudaFp8, MoeExpertsFp8PathsMatchTheCpu) {
   };
   const Case cases[] = {
       {16, 8, 2, 256, 128, 4, {1, 5, 16, 21, 40, 1100}},
-      {8, 8, 3, 512, 352, 0, {3, 9}},
-      {8, 8, 2, 200, 72, 0, {4, 50}},
+      {8, 8, 3, 512, 352, 0, {3, 9, 100}},
+      {8, 8, 2, 200, 72, 0, {4, 50, 1100}},
   };
   for (const Case& c : cases) {
     const auto [gu_h, gu_d] = fp8_weight(c.E_local, 2 * c.I, c.d);
@@ -150,10 +151,17 @@ TEST_F(CudaFp8, MoeExpertsFp8PathsMatchTheCpu) {
       const std::string what =
           "FP8 moe_experts d=" + std::to_string(c.d) + " I=" + std::to_string(c.I) + " N=" + std::to_string(N);
       expect_close(out, ref, kTol, what);
-      // With whole 16-byte rows every expert GEMM is cuBLASLt's, whatever the expert's row count (the
-      // layouts round each to a multiple of 4): the fallback kernel is ~100x slower.
+      // With whole 16-byte rows, past the GEMVs, one grouped FP8 GEMM per projection and nothing else;
+      // never the ~100x slower fallback kernel.
+      const Fp8GemmPaths after = paths();
       if (c.d % 16 == 0 && c.I % 16 == 0) {
-        EXPECT_EQ(paths().fallback, before.fallback) << what;
+        EXPECT_EQ(after.fallback, before.fallback) << what;
+        if (N > 16) {
+          EXPECT_EQ(after.grouped, before.grouped + 2) << what;
+          EXPECT_EQ(after.cublaslt, before.cublaslt) << what;
+        }
+      } else {
+        EXPECT_EQ(after.grouped, before.grouped) << what;
       }
     }
   }

@@ -52,10 +52,4 @@ __device__ __forceinline__ void e4m3x4_to_f16(uint32_t x, uint32_t& lo, uint32_t
       : "r"(x));
 }
 
-// 4-byte asynchronous global -> shared copy (a token's scale); zero-filled when !valid.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 4 : 0));
-}
-
 }  // namespace splash::cuda::attn

@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/fp8.h"
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/graph_arena.cuh"
 #include "kernels/cuda/grouped_gemm.cuh"
+#include "kernels/cuda/grouped_gemm_fp8.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 #include "kernels/cuda/op_profiler.cuh"
@@ -151,7 +153,7 @@ cuda::CudaBackend& cuda_backend(const Backend& be) {
 
 Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be) {
   const cuda::Fp8GemmCounts& c = cuda_backend(be).fp8_gemm_counts();
-  return {c.cublaslt, c.fallback, c.gemv};
+  return {c.cublaslt, c.fallback, c.gemv, c.grouped};
 }
 
 void cuda_quantize_fp8_rows(Backend& be, Tensor q, Tensor scales, Tensor x) { cuda_backend(be).quantize_fp8_rows(q, scales, x); }
@@ -160,12 +162,31 @@ ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin
   return cuda_backend(be).group_by_expert(topk_ids, expert_begin, experts);
 }
 
-void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets) {
+namespace {
+void check_grouping(const Tensor& offsets, const Tensor& row_of, const Tensor& w) {
   SPLASH_CHECK(offsets.dtype() == DType::I32 && offsets.numel() == w.size(0) + 1 && offsets.device() == Device::CUDA &&
                    (!row_of.defined() || (row_of.dtype() == DType::I32 && row_of.device() == Device::CUDA)),
                "grouped_gemm: offsets {} row_of {} for w {}", offsets.shape_str(), row_of.shape_str(), w.shape_str());
-  cuda::grouped_gemm(d, a, row_of.defined() ? row_of.ptr<int32_t>() : nullptr, w, offsets.ptr<int32_t>(),
-                     cuda_backend(be).compute());
+}
+const int32_t* rows_or_null(const Tensor& row_of) { return row_of.defined() ? row_of.ptr<int32_t>() : nullptr; }
+}  // namespace
+
+void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets) {
+  check_grouping(offsets, row_of, w);
+  cuda::grouped_gemm(d, a, rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute());
+}
+
+void cuda_grouped_gemm_fp8(Backend& be, Tensor d, Tensor a_codes, Tensor a_scales, Tensor row_of, const Weight& w,
+                           Tensor offsets) {
+  check_grouping(offsets, row_of, w.w);
+  const int64_t rows = a_codes.size(0), K = a_codes.size(1);
+  SPLASH_CHECK(a_codes.dtype() == DType::F8E4M3 && a_codes.ndim() == 2 && a_codes.stride(1) == 1 &&
+                   a_codes.device() == Device::CUDA && a_scales.dtype() == DType::F32 && a_scales.is_contiguous() &&
+                   a_scales.numel() == fp8_blocks(K) * rows && K == w.w.size(2),
+               "grouped_gemm_fp8: codes {} scales {} for w {}", a_codes.shape_str(), a_scales.shape_str(),
+               w.w.shape_str());
+  cuda::grouped_gemm_fp8(d, {a_codes.ptr<uint8_t>(), a_codes.stride(0), a_scales.ptr<float>()}, rows,
+                         rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute());
 }
 
 int64_t cuda::CudaBackend::total_memory_bytes() const {

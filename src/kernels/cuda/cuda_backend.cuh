@@ -150,6 +150,14 @@ class CudaBackend final : public Backend {
   void gemm(const Tensor& out, const Tensor& x, const Tensor& w, bool w_nk, bool accumulate);
   // linear() with an FP8 weight: its input quantized, then a block-scaled FP8 GEMM (fp8_gemm.cu).
   void linear_fp8(const Tensor& out, const Tensor& x, const Weight& w, bool accumulate);
+  // An FP8 GEMM input: codes [rows, ld] and block-major scales (fp8_quant.cuh).
+  struct Fp8Quantized {
+    Tensor codes, scales;
+    int64_t ld;
+    Fp8Rows rows() const { return {codes.ptr<uint8_t>(), ld, scales.ptr<float>()}; }
+  };
+  // `in` quantized as linear() quantizes FP8 GEMM inputs, its rows laid out in `groups` (fp8_gemm.cu).
+  Fp8Quantized quantize_fp8(const Tensor& in, const Fp8RowGroups& groups);
   // FP8 experts (cuda_moe.cu): res rows of expert e = its rows of `in`, quantized, times W_e^T, one GEMM per
   // expert with rows; `groups` gives the experts' row ranges on the device, `starts` the same on the host.
   void fp8_expert_gemms(const Weight& w, const Tensor& in, const Tensor& res, const Fp8RowGroups& groups,

@@ -17,9 +17,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device, const std::vector<int>& p
 size_t cuda_bytes_in_use(const Backend& be);
 
 // FP8 block-scaled GEMMs the CUDA backend `be` ran through cuBLASLt, through its fallback kernel (shapes
-// cuBLASLt has no kernel for) and through the few-rows GEMV. Fails for any other backend.
+// cuBLASLt has no kernel for), through the few-rows GEMV and as MoE experts' grouped GEMMs (one per
+// projection over every local expert). Fails for any other backend.
 struct Fp8GemmPaths {
-  int64_t cublaslt = 0, fallback = 0, gemv = 0;
+  int64_t cublaslt = 0, fallback = 0, gemv = 0, grouped = 0;
 };
 Fp8GemmPaths cuda_fp8_gemm_paths(const Backend& be);
 // What linear() does to the input of an FP8 GEMM, alone (tests): x [M, K] -> q [M, K] E4M3 and scales F32
@@ -40,5 +41,10 @@ ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin
 // row r in [offsets[g], offsets[g + 1]), d[r] = a[row_of[r]] w[g]^T (a[r] when row_of is undefined).
 // offsets and row_of are device I32; d's rows from offsets[E] on are left unwritten.
 void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets);
+// Its FP8 form alone (tests; grouped_gemm_fp8.cuh): a_codes F8E4M3 [a_rows, K] (row stride a multiple of
+// 16) with block-major scales a_scales F32 [fp8_blocks(K) * a_rows], w FP8 codes [E, n, K] with 128 x 128
+// block scales; d[r] = the block-scaled product of a[row_of[r]] (a[r] when row_of is undefined) and w[g].
+void cuda_grouped_gemm_fp8(Backend& be, Tensor d, Tensor a_codes, Tensor a_scales, Tensor row_of, const Weight& w,
+                           Tensor offsets);
 
 }  // namespace splash

@@ -1,17 +1,17 @@
 // MoE on the GPU: routing (sigmoid/softmax scores, group-limited choice, top-k with ties to the lower
 // index, as the CPU reference) and the routed experts: entries are grouped by expert, stably
 // (moe_grouping.cu); the experts run as batched GEMVs over the busy experts (a few rows each, decode) or,
-// for every larger bf16/f16 batch, one grouped GEMM launch per projection over every local expert
-// (grouped_gemm.cu: Hopper wgmma, the gather of x fused into the gate_up GEMM, the experts' row ranges
-// read on the device, so nothing waits on the host). What the grouped GEMM does not take (F32, rows not
-// 16-byte multiples, more than 1024 local experts) runs a padded strided-batched GEMM (decode-sized
-// batches) or reads the expert counts back to the host and runs one cuBLAS GEMM per busy expert (or one
-// grouped cuBLAS call). The weighted results are added back per row in expert order, the reference's
-// order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with 128 x 128 block scales) take
-// the GEMVs reading the busy experts' codes, and otherwise one block-scaled FP8 GEMM per expert
-// (fp8_gemm.cuh) on a padded layout (N rows per expert, or after the read-back each expert's count),
-// every expert's rows rounded up to a multiple of 4 for cuBLASLt, each expert's rows quantized as
-// linear() quantizes its input.
+// for every larger batch, one grouped GEMM launch per projection over every local expert (grouped_gemm.cu
+// for bf16/f16, grouped_gemm_fp8.cu for FP8 experts: Hopper wgmma, the gather of x fused into the gate_up
+// GEMM, the experts' row ranges read on the device, so nothing waits on the host). What the grouped GEMMs
+// do not take (F32, rows not 16-byte multiples, more than 1024 local experts) runs a padded
+// strided-batched GEMM (decode-sized batches) or reads the expert counts back to the host and runs one
+// cuBLAS GEMM per busy expert (or one grouped cuBLAS call). The weighted results are added back per row in
+// expert order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with
+// 128 x 128 block scales) quantize their inputs per token as linear() does; those the grouped FP8 GEMM does
+// not take run one block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on a padded layout (N rows per expert,
+// or after the read-back each expert's count), every expert's rows rounded up to a multiple of 4 for
+// cuBLASLt.
 #include "kernels/cuda/cuda_check.cuh"
 
 #include <algorithm>
@@ -25,6 +25,7 @@
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
 #include "kernels/cuda/grouped_gemm.cuh"
+#include "kernels/cuda/grouped_gemm_fp8.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 
 namespace splash::cuda {
@@ -244,11 +245,17 @@ __global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const
 
 // How moe_experts runs N rows of x through experts gate_up [E, 2I, d] and down [E, d, I] (FP8 ones with
 // their block scales): the GEMV kernels, the padded batched GEMM, the grouped GEMM over the device-side
-// grouping, or GEMMs sized by the expert counts read back to the host.
+// grouping, or GEMMs sized by the expert counts read back to the host. FP8 experts take the grouped GEMM
+// at every size past the GEMVs: the padded layout would run one cuBLASLt GEMM per expert.
 enum class MoePath { Gemv, Padded, Grouped, CountsReadBack };
-MoePath moe_path(const Tensor& x, const Tensor& gw, const Tensor& dw, bool fp8) {
+MoePath moe_path(const Tensor& x, const Weight& gate_up, const Weight& down) {
+  const Tensor &gw = gate_up.w, &dw = down.w;
+  const bool fp8 = gate_up.scale_inv.defined();
   const int64_t N = x.size(0), E = gw.size(0), d = x.size(1), I = gw.size(1) / 2;
   if (N <= kGemvRowsMax && (fp8 ? moe_gemv_fp8_fits(d, I) : moe_gemv_fits(x, gw, dw))) return MoePath::Gemv;
+  // The grouped FP8 GEMM reads its inputs quantized into fresh [rows, fp8_codes_ld(K)] codes.
+  if (fp8 && grouped_gemm_fp8_fits(fp8_codes_ld(d), gate_up) && grouped_gemm_fp8_fits(fp8_codes_ld(I), down))
+    return MoePath::Grouped;
   // The down projection's input h is a fresh contiguous [entries, I] tensor: x's dtype, I-element rows.
   const Tensor h(nullptr, x.dtype(), {N, I}, Device::CUDA);
   // The grouped GEMM also before the padded layout: measured on an H100 (V2-Lite shape, bf16) its decode
@@ -320,7 +327,7 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
   const size_t es = dtype_size(x.dtype());
   const cudaDataType_t type = cuda_type(x.dtype());
   const int V = vec_width(d, {&x});
-  const MoePath path = moe_path(x, gw, dw, fp8);
+  const MoePath path = moe_path(x, gate_up, down);
   if (path == MoePath::Gemv) {
     Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
     if (fp8) {
@@ -381,9 +388,18 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
     // Sorted rows: gu = x[row_of] gate_up_e^T (the gather fused), h = silu_mul(gu) of the local rows
     // only (pos_of lists them; rows from offsets[E] on stay unwritten and unread), y = h down_e^T.
     Tensor gu = empty(x.dtype(), {entries, I2}), h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
-    grouped_gemm(gu, x, row_of.ptr<int32_t>(), gw, offsets.ptr<int32_t>(), st);
+    auto project = [&](const Tensor& res, const Tensor& in, const int32_t* in_row_of, const Weight& weight) {
+      if (!fp8) return grouped_gemm(res, in, in_row_of, weight.w, offsets.ptr<int32_t>(), st);
+      // Each row of the input quantized once (x per token, as the CPU reference quantizes every copy of it)
+      // into block-major scales over all its rows, which the GEMM reads through its gather. h's rows from
+      // offsets[E] on are quantized too (one launch over all rows), but never read.
+      const Fp8Quantized q = quantize_fp8(in, {in.size(0)});
+      grouped_gemm_fp8(res, q.rows(), in.size(0), in_row_of, weight, offsets.ptr<int32_t>(), st);
+      ++fp8_counts_.grouped;
+    };
+    project(gu, x, row_of.ptr<int32_t>(), gate_up);
     silu_mul_rows(h, gu, pos_of);
-    grouped_gemm(y, h, nullptr, dw, offsets.ptr<int32_t>(), st);
+    project(y, h, nullptr, down);
     return {y, pos_of};
   }
 
@@ -501,26 +517,24 @@ void CudaBackend::moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk
 }
 
 // x as the model passes it (contiguous rows of a fresh tensor: 256-byte aligned), without its data. Every
-// path but the read-back keeps the routing on the device; FP8 experts take the GEMV kernels or per-expert
-// block-scaled GEMMs on the padded layout (whose row groups the host knows), never the grouped GEMM.
+// path but the read-back keeps the routing on the device.
 bool CudaBackend::moe_experts_capturable(int64_t rows, const Weight& gate_up, const Weight& down) const {
   const bool fp8 = gate_up.scale_inv.defined();
   const Tensor x(nullptr, fp8 ? weight_dtype() : gate_up.w.dtype(), {rows, gate_up.w.size(2)}, Device::CUDA);
-  return moe_path(x, gate_up.w, down.w, fp8) != MoePath::CountsReadBack;
+  return moe_path(x, gate_up, down) != MoePath::CountsReadBack;
 }
 
 void CudaBackend::fp8_expert_gemms(const Weight& w, const Tensor& in, const Tensor& res, const Fp8RowGroups& groups,
                                    const std::vector<int64_t>& starts) {
-  const int64_t rows = in.size(0), K = in.size(1), N = w.w.size(1), ld = fp8_codes_ld(K);
-  Tensor q = empty(DType::F8E4M3, {rows, ld}), scales = empty(DType::F32, {fp8_blocks(K) * rows});
-  cuda::quantize_rows_fp8(in, q.ptr<uint8_t>(), ld, scales.ptr<float>(), groups, op_stream());
+  const int64_t rows = in.size(0), K = in.size(1), N = w.w.size(1);
+  const Fp8Quantized q = quantize_fp8(in, groups);
   const size_t es = dtype_size(res.dtype());
   for (size_t e = 0; e + 1 < starts.size(); ++e) {
     const int64_t r0 = starts[e], count = std::min(starts[e + 1], rows) - r0;
     if (count <= 0) continue;
     const Tensor we = w.w.select(0, static_cast<int64_t>(e)), se = w.scale_inv.select(0, static_cast<int64_t>(e));
     fp8_gemm(*blas_, fp8_counts_, {static_cast<char*>(res.data()) + r0 * res.stride(0) * es, res.dtype(), res.stride(0)},
-             {q.ptr<uint8_t>() + r0 * ld, ld, scales.ptr<float>() + r0 * fp8_blocks(K)},
+             {q.codes.ptr<uint8_t>() + r0 * q.ld, q.ld, q.scales.ptr<float>() + r0 * fp8_blocks(K)},
              {we.ptr<uint8_t>(), we.stride(0), se.ptr<float>(), se.stride(0)}, count, N, K, false, op_stream());
   }
 }

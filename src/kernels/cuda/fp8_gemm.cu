@@ -2,6 +2,7 @@
 // 1 x 128 blocks, then one GEMM (a GEMV for a few rows).
 #include "kernels/cuda/fp8_gemm.cuh"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -100,6 +101,13 @@ void CudaBackend::quantize_fp8_rows(Tensor q, Tensor scales, Tensor x) {
   cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), q.stride(0), scales.ptr<float>(), {M > 0 ? M : 1}, op_stream());
 }
 
+CudaBackend::Fp8Quantized CudaBackend::quantize_fp8(const Tensor& in, const Fp8RowGroups& groups) {
+  const int64_t rows = std::max(in.size(0), groups.padded_rows), K = in.size(1), ld = fp8_codes_ld(K);
+  Fp8Quantized q{empty(DType::F8E4M3, {rows, ld}), empty(DType::F32, {fp8_blocks(K) * rows}), ld};
+  cuda::quantize_rows_fp8(in, q.codes.ptr<uint8_t>(), ld, q.scales.ptr<float>(), groups, op_stream());
+  return q;
+}
+
 void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w, bool accumulate) {
   const int64_t M = x.size(0), K = x.size(1), N = out.size(1);
   const Tensor& s = w.scale_inv;
@@ -110,12 +118,9 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
   SPLASH_CHECK(out.stride(1) == 1 || N <= 1, "FP8 linear: output rows must be contiguous");
   if (M == 0 || N == 0) return;
   const Fp8Matrix wm{w.w.ptr<uint8_t>(), w.w.stride(0), s.ptr<float>(), s.stride(0)};
-  const int64_t ld = fp8_codes_ld(K);
   if (fp8_gemv_fits(M, K, wm)) {
-    Tensor q = empty(DType::F8E4M3, {M, ld}), scales = empty(DType::F32, {fp8_blocks(K) * M});
-    cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {M}, op_stream());
-    fp8_gemv({out.data(), out.dtype(), out.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()}, wm, M, N, K,
-             accumulate, op_stream());
+    fp8_gemv({out.data(), out.dtype(), out.stride(0)}, quantize_fp8(x, {M}).rows(), wm, M, N, K, accumulate,
+             op_stream());
     ++fp8_counts_.gemv;
     return;
   }
@@ -123,16 +128,14 @@ void CudaBackend::linear_fp8(const Tensor& out, const Tensor& x, const Weight& w
   // at 64 and 300: other M run as M rounded up to 4 zero-padded rows, into a scratch output whose first M
   // rows are then copied out.
   const int64_t Mp = (M + 3) / 4 * 4;
-  Tensor q = empty(DType::F8E4M3, {Mp, ld}), scales = empty(DType::F32, {fp8_blocks(K) * Mp});
-  cuda::quantize_rows_fp8(x, q.ptr<uint8_t>(), ld, scales.ptr<float>(), {.rows = Mp, .padded_rows = Mp},
-                          op_stream());
+  const Fp8Quantized q = quantize_fp8(x, {.rows = Mp, .padded_rows = Mp});
   Tensor d = out;
   if (Mp != M) {
     d = empty(out.dtype(), {Mp, N});
     if (accumulate) copy(d.slice(0, 0, M), out);
   }
-  fp8_gemm(*blas_, fp8_counts_, {d.data(), d.dtype(), d.stride(0)}, {q.ptr<uint8_t>(), ld, scales.ptr<float>()},
-           wm, Mp, N, K, accumulate, op_stream());
+  fp8_gemm(*blas_, fp8_counts_, {d.data(), d.dtype(), d.stride(0)}, q.rows(), wm, Mp, N, K, accumulate,
+           op_stream());
   if (Mp != M) copy(out, d.slice(0, 0, M));
 }
 

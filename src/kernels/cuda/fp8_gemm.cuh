@@ -34,8 +34,9 @@ struct GemmOut {
   int64_t ld = 0;
 };
 
+// GEMMs run per path; `grouped` counts the MoE experts' grouped FP8 GEMMs (grouped_gemm_fp8.cuh).
 struct Fp8GemmCounts {
-  int64_t cublaslt = 0, fallback = 0, gemv = 0;
+  int64_t cublaslt = 0, fallback = 0, gemv = 0, grouped = 0;
 };
 
 void fp8_gemm(Blas& blas, Fp8GemmCounts& counts, const GemmOut& out, const Fp8Rows& x, const Fp8Matrix& w, int64_t M,

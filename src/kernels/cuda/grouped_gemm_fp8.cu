@@ -1,0 +1,163 @@
+// The FP8 grouped GEMM of the routed experts (grouped_gemm_fp8.cuh) on Hopper wgmma (E4M3 x E4M3 -> f32,
+// m64n128k32). Tiles of 128 sorted rows of one expert by 128 output columns, two warpgroups of 64 rows
+// each, K in steps of 128 codes: one scale block of the activations and of the weights per step (a tile's
+// 128 columns are one weight block row), and one 128-byte row of the swizzled slab layout wgmma reads.
+// The steps stream through a cp.async pipeline (which gathers the rows; TMA cannot on Hopper) with each
+// step's scales beside its codes. Scales are applied as DeepSeek-V3 does: each step's product goes to
+// its own f32 accumulators, which are then added to the tile's at the step's scales (a_scale[row] *
+// w_scale). Persistent blocks walk the tile list of grouped_tiles.cuh.
+#include "kernels/cuda/grouped_gemm_fp8.cuh"
+
+#include <climits>
+
+#include "core/fp8.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/grouped_tiles.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace splash::cuda {
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = kFp8Block;  // tile rows, columns, codes per step
+constexpr int kStages = 5;
+constexpr int kThreads = 256;  // two warpgroups, rows 0-63 and 64-127 of a tile
+using Loader = GroupedLoader<kBM, kBN, kThreads, uint8_t>;
+// Stages hold codes in pairs: a 128-byte row of codes is one slab row of 64 16-bit elements
+// (smem_tiles.cuh), so a k32 step of the MMAs is 16 elements.
+constexpr int kStageElems = Loader::kStageHalves;             // A rows, then B (weight) rows
+constexpr int kSmemBytes = kStages * kStageElems * 2 + 1024;  // + alignment to wgmma's 1024-byte atoms
+static_assert(Loader::kBK == kBK, "one 128-byte slab row per step");
+using Schedule = GroupedSchedule<kBM, kBN, kThreads>;
+static_assert(kSmemBytes + sizeof(Schedule::Shared) + kStages * (kBM + 1) * 4 + 1024 <= 227 * 1024,
+              "stages, scales and the schedule fit an SM");
+
+// The grouped GEMM's arguments (codes for A and w) and the scales: A's block-major [Kb][a_scale_ld], w's
+// [E, n blocks, Kb] (strides ws_expert, ws_ld).
+template <class T>
+struct GroupedGemmFp8Args {
+  GroupedArgs<T, uint8_t> g;
+  const float* a_scales;
+  const float* w_scales;
+  int64_t a_scale_ld, ws_expert, ws_ld;
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const GroupedGemmFp8Args<T> p) {
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ typename Schedule::Shared sched_smem;
+  __shared__ float a_scale[kStages][kBM];  // each stage's K block: its rows' scales, the weight block's
+  __shared__ float w_scale[kStages];
+  uint16_t* const smem = reinterpret_cast<uint16_t*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
+  const Schedule sched(sched_smem, p.g.offsets, p.g.E, p.g.n, p.g.K, kBK);
+  const int steps = sched.steps(), k_tiles = sched.k_tiles;
+  if (steps == 0) return;
+  const int tid = threadIdx.x;
+
+  // The loader (grouped_tiles.cuh); beside each step's codes, its chunk-0 threads load their A rows'
+  // scales, thread 1 the weight block's.
+  Loader loader;
+  const float* w_scale_row = p.w_scales;
+  auto load = [&](int s) {
+    const int kt = s % k_tiles, stage = s % kStages;
+    if (kt == 0) {
+      const GroupedTile t = sched.tile_of_step(s);
+      loader.start_tile(t, p.g.row_of, p.g.w + t.g * p.g.w_expert, p.g.ldw, p.g.n);
+      w_scale_row = p.w_scales + t.g * p.ws_expert + t.n0 / kFp8Block * p.ws_ld;
+    }
+    loader.load(smem + stage * kStageElems, kt, p.g.a, p.g.lda, p.g.ldw, p.g.K);
+    if (loader.chunk == 0) {
+#pragma unroll
+      for (int i = 0; i < Loader::kARows; ++i)
+        if (loader.a_ok >> i & 1)
+          cp_async4(&a_scale[stage][loader.row_in + Loader::kRowStep * i],
+                    p.a_scales + kt * p.a_scale_ld + loader.a_src[i], true);
+    } else if (tid == 1) {
+      cp_async4(&w_scale[stage], w_scale_row + kt, true);
+    }
+  };
+
+  // Step s waits for its stage, then refills the stage of step s - 1 with step s + kStages - 1: every
+  // warpgroup retired step s - 1's MMAs (wgmma_wait<0> before its promotion) and read its scales before
+  // the barrier. One group of copies is committed per step, empty ones included, so wait<kStages - 2>
+  // always means "step s has landed".
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load(s);
+    cp_async_commit();
+  }
+  const int wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
+  float acc[16][4] = {};   // the tile's sum, scaled
+  float part[16][4] = {};  // one K block's, unscaled: each step's first MMA overwrites it
+  GroupedTile ct{};
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kStages - 2>();
+    fence_async_smem();
+    __syncthreads();
+    if (s + kStages - 1 < steps) load(s + kStages - 1);
+    cp_async_commit();
+    const int kt = s % k_tiles, stage = s % kStages;
+    if (kt == 0) ct = sched.tile_of_step(s);
+    // A warpgroup whose 64 rows are all past the expert's rows skips its MMAs (the last row block of an
+    // expert often holds fewer than 64 rows).
+    if (wg * 64 >= ct.rows) continue;
+    const uint16_t* sa = smem + stage * kStageElems;
+    const uint16_t* sb = sa + kBM * kBK / 2;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 32; ++ks)
+      wgmma_m64n128k32_e4m3_ss(part, wgmma_desc(sa + slab<kBM>(wg * 64, ks * 16)), wgmma_desc(sb + slab<kBN>(0, ks * 16)),
+                               ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(part);
+    // Fragment (j, h) holds row 16 warp + lane / 4 + 8 h of the warpgroup's 64 (store_grouped_tile).
+    const int r = wg * 64 + warp * 16 + lane / 4;
+    const float s0 = a_scale[stage][r] * w_scale[stage], s1 = a_scale[stage][r + 8] * w_scale[stage];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      acc[j][0] = fmaf(part[j][0], s0, kt > 0 ? acc[j][0] : 0.0f);
+      acc[j][1] = fmaf(part[j][1], s0, kt > 0 ? acc[j][1] : 0.0f);
+      acc[j][2] = fmaf(part[j][2], s1, kt > 0 ? acc[j][2] : 0.0f);
+      acc[j][3] = fmaf(part[j][3], s1, kt > 0 ? acc[j][3] : 0.0f);
+    }
+    if (kt + 1 == k_tiles) store_grouped_tile(p.g.d, p.g.ldd, p.g.n, ct, wg * 64, acc);
+  }
+}
+
+template <class T>
+void launch(const Tensor& d, const Fp8Rows& a, int64_t a_rows, const int32_t* row_of, const Weight& w,
+            const int32_t* offsets, cudaStream_t st) {
+  const GroupedGemmFp8Args<T> args{grouped_args<T>(d, a.codes, a.ld, row_of, w.w, offsets), a.scales,
+                                   w.scale_inv.ptr<float>(), a_rows, w.scale_inv.stride(0), w.scale_inv.stride(1)};
+  launch_grouped<kBM, kBN, kThreads>(&grouped_gemm_fp8_kernel<T>, args, args.g, d.size(0), kSmemBytes, st);
+}
+
+}  // namespace
+
+bool grouped_gemm_fp8_fits(int64_t a_ld, const Weight& w) {
+  const Tensor &codes = w.w, &scales = w.scale_inv;
+  if (w.transposed || codes.dtype() != DType::F8E4M3 || codes.ndim() != 3 || !scales.defined() ||
+      scales.dtype() != DType::F32 || scales.ndim() != 3)
+    return false;
+  const int64_t E = codes.size(0), n = codes.size(1), K = codes.size(2);
+  return E >= 1 && E <= kGroupedMaxExperts && n > 0 && n % 16 == 0 && n <= INT_MAX && K > 0 && K % 16 == 0 &&
+         K <= INT_MAX && codes.stride(2) == 1 && codes.stride(1) % 16 == 0 && codes.stride(0) % 16 == 0 &&
+         aligned16(codes.data()) && a_ld % 16 == 0 && a_ld >= K && scales.size(0) == E &&
+         scales.size(1) == fp8_blocks(n) && scales.size(2) == fp8_blocks(K) && scales.stride(2) == 1;
+}
+
+void grouped_gemm_fp8(const Tensor& d, const Fp8Rows& a, int64_t a_rows, const int32_t* row_of, const Weight& w,
+                      const int32_t* offsets, cudaStream_t st) {
+  SPLASH_CHECK(grouped_gemm_fp8_fits(a.ld, w) && aligned16(a.codes) && a_rows > 0 && a_rows <= INT_MAX,
+               "grouped_gemm_fp8: {} codes of row stride {} and w {} ({}, scales {})", a_rows, a.ld, w.w.shape_str(),
+               dtype_name(w.w.dtype()), w.scale_inv.shape_str());
+  SPLASH_CHECK(d.ndim() == 2 && d.stride(1) == 1 && d.size(1) == w.w.size(1) && d.stride(0) % 2 == 0 &&
+                   reinterpret_cast<uintptr_t>(d.data()) % (2 * dtype_size(d.dtype())) == 0 && d.size(0) < INT_MAX,
+               "grouped_gemm_fp8: d {} for w {}", d.shape_str(), w.w.shape_str());
+  if (d.size(0) == 0) return;
+  dispatch_float(d.dtype(), "grouped_gemm_fp8",
+                 [&](auto t) { launch<typename decltype(t)::type>(d, a, a_rows, row_of, w, offsets, st); });
+}
+
+}  // namespace splash::cuda
