@@ -143,10 +143,19 @@ void store_latents(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   env.be.store_latents(env.kv_pool, lat, sa.store_slots(layer));
 }
 
+// Stores the latents of the attended rows (hidden states x_attended) beside the projection of q for rows x
+// (Backend::concurrently): at decode sizes each is a few small kernels that alone leave the GPU idle.
+Tensor store_latents_and_project_q(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa,
+                                   Tensor x_attended, Tensor x, Tensor positions) {
+  Tensor q;
+  env.be.concurrently([&] { store_latents(env, w, layer, sa, x_attended); },
+                      [&] { q = project_q(env, w, x, positions, !rope_in_absorb(sa)); });
+  return q;
+}
+
 // TP: every rank stores every latent and attends for all rows on its heads; O partials all-reduced.
 void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
-  store_latents(env, w, layer, sa, x);
-  Tensor q = project_q(env, w, x, sa.positions(), !rope_in_absorb(sa));
+  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, x, sa.positions());
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   env.be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
@@ -159,8 +168,7 @@ void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   Tensor partial = be.empty(be.act_dtype(), {R, d});
   if (R > 0) {
     Tensor xr = gather(be, x, sa.attended_rows());
-    store_latents(env, w, layer, sa, xr);
-    Tensor q = project_q(env, w, xr, sa.attended_positions(), !rope_in_absorb(sa));
+    Tensor q = store_latents_and_project_q(env, w, layer, sa, xr, xr, sa.attended_positions());
     auto [o, lse] = attend_local(env, w, layer, sa, q);
     be.linear(partial, heads_flat(o), w.o);
   }
@@ -177,8 +185,7 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t N = x.size(0), T = env.ranks();
-  store_latents(env, w, layer, sa, x);
-  Tensor q = project_q(env, w, x, sa.positions(), !rope_in_absorb(sa));
+  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, x, sa.positions());
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   Tensor parts = be.empty(be.act_dtype(), {T, N, D.H, D.dv}), lses = be.empty(DType::F32, {T, N, D.H});
   env.comm.all_gather(o, parts);
@@ -195,9 +202,10 @@ void attention_dop(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   const Dims D(env.cfg);
   const int T = env.ranks();
   const int64_t N = x.size(0), Hh = w.heads.count(), R = sa.attended_count();
-  if (R > 0) store_latents(env, w, layer, sa, gather(be, x, sa.attended_rows()));
   // Every row is absorbed here: q's rope part is rotated straight into q~.
-  Tensor qa = absorb_q(env, w, project_q(env, w, x, sa.positions(), false), sa.positions());  // [N, Hh, W]
+  Tensor qa;  // [N, Hh, W]
+  be.concurrently([&] { if (R > 0) store_latents(env, w, layer, sa, gather(be, x, sa.attended_rows())); },
+                  [&] { qa = absorb_q(env, w, project_q(env, w, x, sa.positions(), false), sa.positions()); });
   // Rows grouped by owner, each row's held heads contiguous.
   std::vector<int64_t> send_q, recv_q, send_z, recv_z;
   for (int r = 0; r < T; ++r) {
