@@ -10,8 +10,7 @@
 // expert order, the reference's order of accumulation. Never one GEMM per token. FP8 experts (E4M3 with
 // 128 x 128 block scales) quantize their inputs per token as linear() does; those the grouped FP8 GEMM does
 // not take run one block-scaled FP8 GEMM per expert (fp8_gemm.cuh) on a padded layout (N rows per expert,
-// or after the read-back each expert's count), every expert's rows rounded up to a multiple of 4 for
-// cuBLASLt.
+// or after the read-back each expert's count rounded up to a multiple of 4 for cuBLASLt).
 #include "kernels/cuda/cuda_check.cuh"
 
 #include <algorithm>
@@ -367,13 +366,12 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
   };
   if (path == MoePath::Padded) {
     // Column-major per expert: D (out x N) = W_e^T-op X_e, one strided batched call per projection (FP8:
-    // one block-scaled GEMM per expert, whose scale pointers cuBLASLt takes one call at a time, and whose
-    // row counts it takes only in multiples of 4: fp8_gemm.cu).
-    const int64_t Np = fp8 ? (N + 3) / 4 * 4 : N;
+    // one GEMM per expert; only shapes that neither the GEMVs nor the grouped FP8 GEMM take come here, rows
+    // not whole 16 bytes, which cuBLASLt refuses too, so the fallback kernel runs them at any row count).
     std::vector<int64_t> starts;
-    for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * Np);
-    return run_padded(PaddedRows{nullptr, Np, E}, int64_t{E} * Np, [&](const Weight& weight, const Tensor& in, const Tensor& res) {
-      if (fp8) return fp8_expert_gemms(weight, in, res, {Np}, starts);
+    for (int e = 0; e <= E; ++e) starts.push_back(int64_t{e} * N);
+    return run_padded(PaddedRows{nullptr, N, E}, int64_t{E} * N, [&](const Weight& weight, const Tensor& in, const Tensor& res) {
+      if (fp8) return fp8_expert_gemms(weight, in, res, {N}, starts);
       const Tensor& w = weight.w;
       const int m = static_cast<int>(w.size(1)), kk = static_cast<int>(w.size(2));
       const float alpha = 1.0f, beta = 0.0f;
@@ -410,7 +408,9 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
   check_device_errors();
   const int64_t local = off[E];
   if (local == 0) return {};
-  if (fp8) {  // each expert's rows padded to a multiple of 4, as cuBLASLt's block-scaled GEMMs take them
+  // FP8 here: more than 1024 local experts (the grouped FP8 GEMM's bound) or rows cuBLASLt refuses anyway.
+  // Each expert's rows padded to a multiple of 4, as cuBLASLt's block-scaled GEMMs take them.
+  if (fp8) {
     std::vector<int32_t> padded(static_cast<size_t>(E) + 1, 0);
     for (int e = 0; e < E; ++e) padded[e + 1] = padded[e] + (off[e + 1] - off[e] + 3) / 4 * 4;
     const Tensor starts_d = upload(Tensor(padded.data(), DType::I32, {int64_t{E} + 1}), DType::I32);
