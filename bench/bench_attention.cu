@@ -153,9 +153,26 @@ double gemm_tflops() {
   return 2.0 * n * n * n / ms / 1e9;
 }
 
+// A comma-separated list from the environment variable `name` (to run a few points, e.g. under a
+// profiler), else `fallback`.
+std::vector<int> list_from_env(const char* name, std::vector<int> fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  std::vector<int> out;
+  for (const char* p = v; *p != '\0';) {
+    char* end = nullptr;
+    out.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p != '\0') break;
+  }
+  return out;
+}
+
 void bench_decode(double copy_gbs) {
   constexpr int C = 512, W = 576, kPage = 64;
-  const std::vector<int> batches{1, 16, 64, 128}, contexts{4096, 16384, 65536, 131072}, heads{128, 16};
+  const std::vector<int> batches = list_from_env("SPLASH_BENCH_BATCHES", {1, 16, 64, 128}),
+                         contexts = list_from_env("SPLASH_BENCH_CONTEXTS", {4096, 16384, 65536, 131072}),
+                         heads = list_from_env("SPLASH_BENCH_HEADS", {128, 16});
   // One pool of each dtype for every configuration: the largest needs 128 x 128K tokens (19.3 GB bf16 +
   // 9.7 GB fp8), fewer pages if memory is short.
   size_t free_b = 0, total_b = 0;
@@ -348,7 +365,8 @@ void bench_generic() {
 
 }  // namespace
 
-// Arguments name the sections to run (decode, prefill, generic); none runs all three.
+// Arguments name the sections to run (decode, prefill, generic); none runs all three. SPLASH_BENCH_HEADS,
+// SPLASH_BENCH_BATCHES and SPLASH_BENCH_CONTEXTS (comma lists) narrow the decode points.
 int main(int argc, char** argv) {
   const auto want = [&](const char* section) {
     if (argc < 2) return true;
