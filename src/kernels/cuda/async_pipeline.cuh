@@ -28,17 +28,21 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                : "memory");
 }
-// Waits until the phase of parity `parity` has completed. A fresh barrier is in phase 0, so waiting on
-// parity 1 returns at once: a producer waits on its empty barriers with parity (round & 1) ^ 1.
+// Whether the phase of parity `parity` has completed (mbar_try_wait), or waits until it has (mbar_wait).
+// A fresh barrier is in phase 0, so waiting on parity 1 returns at once: a producer waits on its empty
+// barriers with parity (round & 1) ^ 1.
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!mbar_try_wait(bar, parity)) {
+  }
 }
 // One arrival on `bar` once every cp.async this thread issued before has landed. The barrier's count
 // includes it (.noinc).
@@ -74,6 +78,24 @@ __device__ __forceinline__ void regs_release() {
 template <int N>
 __device__ __forceinline__ void regs_claim() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// tma_load_3d for data read once (a streamed KV cache): its L2 lines are the first to go.
+__device__ __forceinline__ void tma_load_3d_evict_first(void* smem, const CUtensorMap* map, uint64_t* bar, int c0,
+                                                        int c1, int c2) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
+               "[%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(smem_addr(smem)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
+               : "memory");
+}
+
+// mbar_wait with the whole warp leaving the loop together. Between the wgmma instructions of a warpgroup,
+// a loop whose exit may diverge makes ptxas serialise the MMAs (warning C7520).
+__device__ __forceinline__ void mbar_wait_warp(uint64_t* bar, uint32_t parity) {
+  while (!__all_sync(0xffffffffu, mbar_try_wait(bar, parity))) {
+  }
 }
 
 }  // namespace splash::cuda
