@@ -1,8 +1,8 @@
 // splash_bench_attention: times the MLA attention kernels at DeepSeek-V3 shapes next to the device's
 // own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
-// Where the warp-specialized decode kernel runs (bf16, heads a multiple of 64), the 64-head kernel it
-// replaced (absorbed_attention_token_split) is timed next to it on the same inputs.
+// Where the seesaw decode kernel runs (bf16, heads a multiple of 64), the warp-specialized kernel it
+// replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs.
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
 // than a few L2s are rotated so that repeated runs do not measure the cache. Decode runs over a bf16
 // latent cache and over an FP8 one (e4m3 codes and an f32 scale per token) at the same points. Last, the
@@ -185,11 +185,11 @@ void bench_decode(double copy_gbs) {
   std::printf(
       "\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context): a bf16 cache, then an fp8 cache\n"
       "(e4m3 + an f32 scale per token: %.0f bytes a token); limit: copy %.0f GB/s; fp8_speed = bf16 time / fp8 time;\n"
-      "v4_*: the token-split 64-head kernel on the same bf16 inputs where the warp-specialized one runs\n"
-      "(heads a multiple of 64), wg_speed = v4 time / time\n",
+      "v5_*: the warp-specialized kernel on the same bf16 inputs where the seesaw one runs\n"
+      "(heads a multiple of 64), seesaw_speed = v5 time / time\n",
       C, kPage, token_bytes(DType::F8E4M3, W), copy_gbs);
-  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %9s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
-              "GB/s", "of_copy", "TFLOP/s", "v4_ms", "v4_TFLOP", "wg_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %12s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
+              "GB/s", "of_copy", "TFLOP/s", "v5_ms", "v5_TFLOP", "seesaw_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
               "fp8_speed", "rotate");
   std::mt19937 rng(5);
   std::vector<double> fp8_long_16;  // fp8_speed at 16 heads, B >= 16, context >= 16K (issue 17: >= 1.8x)
@@ -231,14 +231,15 @@ void bench_decode(double copy_gbs) {
         };
         const double ms = time_pool(pool, splash::cuda::absorbed_attention);
         const double ms8 = time_pool(pool8, splash::cuda::absorbed_attention);
-        const double ms_v4 = H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_token_split) : 0.0;
+        const double ms_v5 =
+            H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_warp_specialized) : 0.0;
         const double rest = B * H * (W + C) * 2.0 + B * H * 4.0;  // q, out, lse
         const double gbs = (kv_bytes + rest) / ms / 1e6, gbs8 = (kv8_bytes + rest) / ms8 / 1e6;
         const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
-        char v4[64] = "         -         -         -";
-        if (ms_v4 > 0) std::snprintf(v4, sizeof v4, "%10.3f %9.0f %8.2fx", ms_v4, flops / ms_v4 / 1e9, ms_v4 / ms);
+        char v5[64] = "         -         -            -";
+        if (ms_v5 > 0) std::snprintf(v5, sizeof v5, "%10.3f %9.0f %11.2fx", ms_v5, flops / ms_v5 / 1e9, ms_v5 / ms);
         std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
-                    100.0 * gbs / copy_gbs, flops / ms / 1e9, v4, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
+                    100.0 * gbs / copy_gbs, flops / ms / 1e9, v5, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
         if (H == 16 && B >= 16 && ctx >= 16384) fp8_long_16.push_back(ms / ms8);
       }
   if (!fp8_long_16.empty())

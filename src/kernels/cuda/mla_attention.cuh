@@ -42,10 +42,13 @@ void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tens
                                 const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
                                 const Tensor& row_kv_len, float scale, cudaStream_t s);
 
-// absorbed_attention with the 64-head kernel whose warpgroups each score half of a tile's tokens
-// (docs/gpu-attention.md, v4) where the warp-specialized kernel would run (bf16 cache, C 512 + 64, heads a
-// multiple of 64); elsewhere the same kernels as absorbed_attention. For tests and the bench, which
-// compare the two.
+// absorbed_attention with an older kernel where the seesaw kernel or the warp-specialized one would run
+// (bf16 cache, C 512 + 64, heads a multiple of 64; docs/gpu-attention.md): the warp-specialized kernel
+// (v5, cp.async loads, any pool layout), or the 64-head kernel whose warpgroups each score half of a
+// tile's tokens (v4); elsewhere the same kernels as absorbed_attention. For tests and the bench, which
+// compare them.
+void absorbed_attention_warp_specialized(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
+                                         float scale, cudaStream_t s);
 void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
                                     float scale, cudaStream_t s);
 

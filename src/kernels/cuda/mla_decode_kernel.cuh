@@ -85,6 +85,21 @@ __device__ void store_empty_block(const DecodeArgs& a, const DecodeBlock& b) {
   }
 }
 
+// p = 2^(s - m) for a thread's rows (s[j][0..1] of the first, s[j][2..3] of the second), added to its
+// share l of the row sums.
+template <int SNT>
+__device__ __forceinline__ void exponentiate(float (&s)[SNT][4], const float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int j = 0; j < SNT; ++j) {
+    s[j][0] = exp2f(s[j][0] - m[0]);
+    s[j][1] = exp2f(s[j][1] - m[0]);
+    s[j][2] = exp2f(s[j][2] - m[1]);
+    s[j][3] = exp2f(s[j][3] - m[1]);
+    l[0] += s[j][0] + s[j][1];
+    l[1] += s[j][2] + s[j][3];
+  }
+}
+
 // The online softmax's step for a thread's rows srow and srow + 8 (s[j][e] and s[j][2 + e], log2 units,
 // masked to -inf) given the tile's row maxima m_tile: alpha (the factor on earlier sums and outputs),
 // m_run and l_run move on, and s becomes p = 2^(s - m_run), added to l_run. m_tile is finite (every tile
@@ -99,15 +114,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (
     m_run[r] = m_new;
     l_run[r] *= alpha[r];
   }
-#pragma unroll
-  for (int j = 0; j < SNT; ++j) {
-    s[j][0] = exp2f(s[j][0] - m_run[0]);
-    s[j][1] = exp2f(s[j][1] - m_run[0]);
-    s[j][2] = exp2f(s[j][2] - m_run[1]);
-    s[j][3] = exp2f(s[j][3] - m_run[1]);
-    l_run[0] += s[j][0] + s[j][1];
-    l_run[1] += s[j][2] + s[j][3];
-  }
+  exponentiate(s, m_run, l_run);
 }
 
 // The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
