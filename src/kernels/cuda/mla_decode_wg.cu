@@ -20,6 +20,7 @@
 // above are the same on both sides).
 // On the tensor cores a tile runs as P V(i - 1) (both halves), then S(i), issued once tile i landed;
 // the copies of tile i + 1 run from when P V(i - 1) is done until wg0 wants the tile after P V(i).
+#include "kernels/cuda/async_pipeline.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
@@ -49,13 +50,6 @@ struct WgCfg {
 
 enum NamedBarrier : int { kKReady = 1, kPReady, kPFree, kLDone, kFinal, kScoresOnly };
 constexpr int kBoth = WgCfg::kThreads, kOne = WgCfg::kThreads / 2;
-
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Where this thread's accumulator rows are (the wgmma m64 layout: warp w of the group holds rows 16 w .. +15).
 struct Lane {
