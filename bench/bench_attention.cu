@@ -3,6 +3,8 @@
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
 // Where the seesaw decode kernel runs (bf16, heads a multiple of 64), the warp-specialized kernel it
 // replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs.
+// Likewise the warp-specialized prefill kernel next to the one-warpgroup kernel it replaced
+// (expanded_attention_one_warpgroup).
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
 // than a few L2s are rotated so that repeated runs do not measure the cache. Decode runs over a bf16
 // latent cache and over an FP8 one (e4m3 codes and an f32 scale per token) at the same points. Last, the
@@ -248,34 +250,49 @@ void bench_decode(double copy_gbs) {
                 *std::max_element(fp8_long_16.begin(), fp8_long_16.end()), fp8_long_16.size());
 }
 
+// Causal prefill of `rows` new tokens at the end of a context of T (rows == T: a whole prompt), timed on
+// the warp-specialized kernel (expanded_attention) and the one-warpgroup kernel it replaced, same inputs.
 void bench_prefill(double gemm) {
   constexpr int H = 128, DN = 128, DR = 64, DV = 128;
   std::printf("\nexpanded prefill (causal, one sequence, H %d, qk %d / v %d); limit: cuBLAS bf16 GEMM %.0f TFLOP/s\n",
               H, DN + DR, DV, gemm);
-  std::printf("%8s %10s %9s %8s\n", "tokens", "time_ms", "TFLOP/s", "of_gemm");
-  for (int T : {4096, 8192, 16384, 32768, 65536}) {
-    const double need = static_cast<double>(T) * H * ((DN + DR) + (DN + DV) + DV) * 2 + T * 576.0 * 2;
+  std::printf("%8s %8s %10s %9s %8s %10s %9s %8s\n", "rows", "context", "ws_ms", "TFLOP/s", "of_gemm", "1wg_ms",
+              "1wg_TF/s", "speedup");
+  struct Point {
+    int rows, T;
+  };
+  for (const Point p : {Point{4096, 4096}, Point{8192, 8192}, Point{16384, 16384}, Point{32768, 32768},
+                        Point{65536, 65536}, Point{4096, 32768}}) {
+    const int R = p.rows, T = p.T;
+    const double need = static_cast<double>(R) * H * ((DN + DR) + DV) * 2 + static_cast<double>(T) * H * (DN + DV) * 2 +
+                        T * 576.0 * 2;
     size_t free_b = 0, total_b = 0;
     CK(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.9 * free_b) {
-      std::printf("%8d   skipped: needs %.1f GB, %.1f GB free\n", T, need / 1e9, free_b / 1e9);
+      std::printf("%8d %8d   skipped: needs %.1f GB, %.1f GB free\n", R, T, need / 1e9, free_b / 1e9);
       continue;
     }
-    Tensor q = device(DType::BF16, {T, H, DN + DR}), kv = device(DType::BF16, {T, H, DN + DV});
-    Tensor lat = device(DType::BF16, {T, 576}), out = device(DType::BF16, {T, H, DV}), lse = device(DType::F32, {T, H});
+    Tensor q = device(DType::BF16, {R, H, DN + DR}), kv = device(DType::BF16, {T, H, DN + DV});
+    Tensor lat = device(DType::BF16, {T, 576}), out = device(DType::BF16, {R, H, DV}), lse = device(DType::F32, {R, H});
     randomize(q, 7);
     randomize(kv, 8);
     randomize(lat, 9);
-    std::vector<int32_t> start(T, 0), len(T);
-    std::iota(len.begin(), len.end(), 1);
-    Tensor row_start = upload_i32(start, {T}), row_len = upload_i32(len, {T});
+    std::vector<int32_t> start(R, 0), len(R);
+    std::iota(len.begin(), len.end(), T - R + 1);
+    Tensor row_start = upload_i32(start, {R}), row_len = upload_i32(len, {R});
+    const Tensor k_nope = kv.slice(2, 0, DN), k_pe = lat.slice(1, 512, 576), v = kv.slice(2, DN, DN + DV);
     const int reps = T >= 32768 ? 3 : 5;
-    const double ms = median_ms(1, reps, [&](int) {
-      splash::cuda::expanded_attention(out, lse, q, kv.slice(2, 0, DN), lat.slice(1, 512, 576),
-                                       kv.slice(2, DN, DN + DV), row_start, row_len, 0.1352f, nullptr);
+    const double ws = median_ms(1, reps, [&](int) {
+      splash::cuda::expanded_attention(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f, nullptr);
     });
-    const double flops = 2.0 * H * (DN + DR + DV) * (static_cast<double>(T) * (T + 1) / 2);
-    std::printf("%8d %10.3f %9.0f %7.0f%%\n", T, ms, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / gemm);
+    const double one_wg = median_ms(1, reps, [&](int) {
+      splash::cuda::expanded_attention_one_warpgroup(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f,
+                                                     nullptr);
+    });
+    const double pairs = static_cast<double>(R) * (T - R) + static_cast<double>(R) * (R + 1) / 2;
+    const double flops = 2.0 * H * (DN + DR + DV) * pairs;
+    std::printf("%8d %8d %10.3f %9.0f %7.0f%% %10.3f %9.0f %7.2fx\n", R, T, ws, flops / ws / 1e9,
+                100.0 * flops / ws / 1e9 / gemm, one_wg, flops / one_wg / 1e9, one_wg / ws);
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Hopper primitives of warp-specialized pipelines (sm_90a): shared-memory mbarriers (arrival counts plus
-// transaction bytes), TMA tile loads that complete on an mbarrier, cp.async arrivals on an mbarrier, and
-// the register hand-over between warpgroups (setmaxnreg).
+// transaction bytes), TMA tile loads that complete on an mbarrier, cp.async arrivals on an mbarrier, named
+// barriers, and the register hand-over between warpgroups (setmaxnreg).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -68,6 +68,15 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const CUtensorMap* map, 
 #undef SPLASH_TMA_LOAD
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Named barriers (ids 1-15; 0 is __syncthreads) between warpgroups: bar_sync waits until `threads` threads
+// (a multiple of 32) have reached the barrier, counting those that only bar_arrive, which does not wait.
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Every thread of a warpgroup sets the warpgroup's register budget per thread (a multiple of 8, 24-256).

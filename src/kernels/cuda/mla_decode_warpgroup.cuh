@@ -6,6 +6,7 @@
 // scaling, P V and store of a half.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/async_pipeline.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 
@@ -16,15 +17,6 @@ constexpr int kHalfTiles = kHalfCols / 8;   // 8-column n-tiles of a half
 constexpr int kTileTokens = 64;             // tokens per tile
 constexpr int kScoreTiles = kTileTokens / 8;  // n-tiles of a tile's scores
 constexpr int kWarpgroup = 128;             // threads
-
-// A named barrier: bar_sync waits until `threads` threads have arrived (itself included); bar_arrive
-// counts this thread in without waiting. Ids 1.. (0 is __syncthreads).
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Where this thread's accumulator rows are (the wgmma m64 layout: warp w of the group holds rows 16 w .. +15).
 struct Lane {
