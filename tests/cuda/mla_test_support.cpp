@@ -40,7 +40,9 @@ Pool make_pool(PoolValues values, int pages, int page, int W, std::mt19937& rng)
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const float largest = small ? f8e4m3_to_f32(0x0f) : 448.f;  // of the codes drawn
   for (int64_t s = 0; s < slots; ++s) {
-    const float scale = std::exp2(u(rng)) / largest;  // a token's largest values near 1
+    const float page_factor =
+        values == PoolValues::kFp8PageScales ? std::exp2(static_cast<float>(s / page % 7 - 3)) : 1.f;
+    const float scale = page_factor * std::exp2(u(rng)) / largest;  // a token's largest values near page_factor
     scales[s / page * (page + 1) + s % page] = scale;
     for (int64_t w = 0; w < W; ++w) {
       uint8_t code = static_cast<uint8_t>(rng());

@@ -60,8 +60,9 @@ void expect_close_twice(const std::function<void()>& run, const Tensor& out_dev,
 
 // What the latent pool holds: bf16 values; or e4m3 codes with a random f32 scale per token, the codes
 // drawn from every non-NaN code, or only from the subnormal and smallest normal ones (which an inexact
-// conversion to bf16 would lose).
-enum class PoolValues { kBf16, kFp8, kFp8SmallCodes };
+// conversion to bf16 would lose), or from every code with each page's scales times 2^(page % 7 - 3)
+// (a sequence's scales then jump by up to 2^6 between pages, and so between 64-token tiles).
+enum class PoolValues { kBf16, kFp8, kFp8SmallCodes, kFp8PageScales };
 
 struct PagedCase {
   int H, C, dr, page;
