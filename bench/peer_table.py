@@ -19,7 +19,7 @@ def splash_rows(log):
     rows, section = {}, None
     for line in open(log):
         f = line.split()
-        if line[:1].isalpha():  # a table's title starts at column 0; its rows are indented numbers
+        if line.startswith(("absorbed decode", "expanded prefill", "generic kernels")):  # the tables' titles
             section = "decode" if line.startswith("absorbed decode") else "prefill" if line.startswith(
                 "expanded prefill") else None
         elif section == "decode" and len(f) >= 4 and f[0].isdigit() and re.fullmatch(r"[\d.]+", f[3]):

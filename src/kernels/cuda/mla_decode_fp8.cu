@@ -12,7 +12,7 @@
 // - S = Q K^T: lane t4 reads 16 bytes of its token's row per 64 columns, one 4-byte word per k-step;
 //   the word's columns (0, 1) are k (2 t4, 2 t4 + 1) of the step, (2, 3) are k (2 t4 + 8, 2 t4 + 9), and
 //   Q's registers hold the same columns. With one n-tile of tokens per warp (16 heads) the 36 k-steps
-//   accumulate into kChains independent chains (2 or 4), not one chain of 36 dependent MMAs.
+//   accumulate into kChains independent chains (4), not one chain of 36 dependent MMAs.
 // - the online softmax of mla_decode_kernel.cuh, each token's scale on its score and on its P. P is f16,
 //   so a token's factor is its scale over 2^u, the power of two at or below the tile's largest scale (in
 //   [0, 2): no f16 overflow, and a tile's largest P keeps f16's full precision); 2^u moves into the
@@ -32,8 +32,6 @@
 // In a tile, token t sits in row t ^ ((t >> 1) & 1) and a row's 16-byte chunk c at c ^ ((row >> 1) & 2):
 // a score load (16 bytes of two rows per 8 lanes) and a P V load (64 bytes of each of four rows, two of
 // each parity) then take the fewest shared-memory wavefronts (2 for P V's 256 bytes).
-#include <cstdlib>
-#include <string_view>
 
 #include "kernels/cuda/attention_fp8.cuh"
 #include "kernels/cuda/cuda_check.cuh"
@@ -406,17 +404,10 @@ void launch(const DecodeArgs& a, cudaStream_t s) {
 }  // namespace
 
 void launch_decode_fp8(const DecodeArgs& a, cudaStream_t s) {
-  // 16 heads (one n-tile of tokens per warp): two or four score chains, SPLASH_FP8_DECODE_CHAINS=2|4
-  // (default 4), a switch kept only until one GPU measurement picks the faster. 32 heads: a warp's two
-  // n-tiles are its two chains (registers are full).
-  static const bool two_chains = [] {
-    const char* v = std::getenv("SPLASH_FP8_DECODE_CHAINS");
-    return v != nullptr && std::string_view(v) == "2";
-  }();
+  // 16 heads (one n-tile of tokens per warp): four score chains (two measured the same on an H100).
+  // 32 heads: a warp's two n-tiles are its two chains (registers are full).
   if (a.res.H > 16)
     launch<32, 1>(a, s);
-  else if (two_chains)
-    launch<16, 2>(a, s);
   else
     launch<16, 4>(a, s);
 }
