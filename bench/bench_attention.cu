@@ -1,8 +1,10 @@
 // splash_bench_attention: times the MLA attention kernels at DeepSeek-V3 shapes next to the device's
 // own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
-// Where the warp-specialized decode kernel runs (bf16, heads a multiple of 64), the 64-head kernel it
-// replaced (absorbed_attention_token_split) is timed next to it on the same inputs.
+// Where the seesaw decode kernel runs (bf16, heads a multiple of 64), the warp-specialized kernel it
+// replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs.
+// Likewise the warp-specialized prefill kernel next to the one-warpgroup kernel it replaced
+// (expanded_attention_one_warpgroup).
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
 // than a few L2s are rotated so that repeated runs do not measure the cache. Decode runs over a bf16
 // latent cache and over an FP8 one (e4m3 codes and an f32 scale per token) at the same points. Last, the
@@ -185,11 +187,11 @@ void bench_decode(double copy_gbs) {
   std::printf(
       "\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context): a bf16 cache, then an fp8 cache\n"
       "(e4m3 + an f32 scale per token: %.0f bytes a token); limit: copy %.0f GB/s; fp8_speed = bf16 time / fp8 time;\n"
-      "v4_*: the token-split 64-head kernel on the same bf16 inputs where the warp-specialized one runs\n"
-      "(heads a multiple of 64), wg_speed = v4 time / time\n",
+      "v5_*: the warp-specialized kernel on the same bf16 inputs where the seesaw one runs\n"
+      "(heads a multiple of 64), seesaw_speed = v5 time / time\n",
       C, kPage, token_bytes(DType::F8E4M3, W), copy_gbs);
-  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %9s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
-              "GB/s", "of_copy", "TFLOP/s", "v4_ms", "v4_TFLOP", "wg_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %12s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
+              "GB/s", "of_copy", "TFLOP/s", "v5_ms", "v5_TFLOP", "seesaw_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
               "fp8_speed", "rotate");
   std::mt19937 rng(5);
   std::vector<double> fp8_long_16;  // fp8_speed at 16 heads, B >= 16, context >= 16K (issue 17: >= 1.8x)
@@ -231,14 +233,15 @@ void bench_decode(double copy_gbs) {
         };
         const double ms = time_pool(pool, splash::cuda::absorbed_attention);
         const double ms8 = time_pool(pool8, splash::cuda::absorbed_attention);
-        const double ms_v4 = H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_token_split) : 0.0;
+        const double ms_v5 =
+            H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_warp_specialized) : 0.0;
         const double rest = B * H * (W + C) * 2.0 + B * H * 4.0;  // q, out, lse
         const double gbs = (kv_bytes + rest) / ms / 1e6, gbs8 = (kv8_bytes + rest) / ms8 / 1e6;
         const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
-        char v4[64] = "         -         -         -";
-        if (ms_v4 > 0) std::snprintf(v4, sizeof v4, "%10.3f %9.0f %8.2fx", ms_v4, flops / ms_v4 / 1e9, ms_v4 / ms);
+        char v5[64] = "         -         -            -";
+        if (ms_v5 > 0) std::snprintf(v5, sizeof v5, "%10.3f %9.0f %11.2fx", ms_v5, flops / ms_v5 / 1e9, ms_v5 / ms);
         std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
-                    100.0 * gbs / copy_gbs, flops / ms / 1e9, v4, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
+                    100.0 * gbs / copy_gbs, flops / ms / 1e9, v5, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
         if (H == 16 && B >= 16 && ctx >= 16384) fp8_long_16.push_back(ms / ms8);
       }
   if (!fp8_long_16.empty())
@@ -247,34 +250,49 @@ void bench_decode(double copy_gbs) {
                 *std::max_element(fp8_long_16.begin(), fp8_long_16.end()), fp8_long_16.size());
 }
 
+// Causal prefill of `rows` new tokens at the end of a context of T (rows == T: a whole prompt), timed on
+// the warp-specialized kernel (expanded_attention) and the one-warpgroup kernel it replaced, same inputs.
 void bench_prefill(double gemm) {
   constexpr int H = 128, DN = 128, DR = 64, DV = 128;
   std::printf("\nexpanded prefill (causal, one sequence, H %d, qk %d / v %d); limit: cuBLAS bf16 GEMM %.0f TFLOP/s\n",
               H, DN + DR, DV, gemm);
-  std::printf("%8s %10s %9s %8s\n", "tokens", "time_ms", "TFLOP/s", "of_gemm");
-  for (int T : {4096, 8192, 16384, 32768, 65536}) {
-    const double need = static_cast<double>(T) * H * ((DN + DR) + (DN + DV) + DV) * 2 + T * 576.0 * 2;
+  std::printf("%8s %8s %10s %9s %8s %10s %9s %8s\n", "rows", "context", "ws_ms", "TFLOP/s", "of_gemm", "1wg_ms",
+              "1wg_TF/s", "speedup");
+  struct Point {
+    int rows, T;
+  };
+  for (const Point p : {Point{4096, 4096}, Point{8192, 8192}, Point{16384, 16384}, Point{32768, 32768},
+                        Point{65536, 65536}, Point{4096, 32768}}) {
+    const int R = p.rows, T = p.T;
+    const double need = static_cast<double>(R) * H * ((DN + DR) + DV) * 2 + static_cast<double>(T) * H * (DN + DV) * 2 +
+                        T * 576.0 * 2;
     size_t free_b = 0, total_b = 0;
     CK(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.9 * free_b) {
-      std::printf("%8d   skipped: needs %.1f GB, %.1f GB free\n", T, need / 1e9, free_b / 1e9);
+      std::printf("%8d %8d   skipped: needs %.1f GB, %.1f GB free\n", R, T, need / 1e9, free_b / 1e9);
       continue;
     }
-    Tensor q = device(DType::BF16, {T, H, DN + DR}), kv = device(DType::BF16, {T, H, DN + DV});
-    Tensor lat = device(DType::BF16, {T, 576}), out = device(DType::BF16, {T, H, DV}), lse = device(DType::F32, {T, H});
+    Tensor q = device(DType::BF16, {R, H, DN + DR}), kv = device(DType::BF16, {T, H, DN + DV});
+    Tensor lat = device(DType::BF16, {T, 576}), out = device(DType::BF16, {R, H, DV}), lse = device(DType::F32, {R, H});
     randomize(q, 7);
     randomize(kv, 8);
     randomize(lat, 9);
-    std::vector<int32_t> start(T, 0), len(T);
-    std::iota(len.begin(), len.end(), 1);
-    Tensor row_start = upload_i32(start, {T}), row_len = upload_i32(len, {T});
+    std::vector<int32_t> start(R, 0), len(R);
+    std::iota(len.begin(), len.end(), T - R + 1);
+    Tensor row_start = upload_i32(start, {R}), row_len = upload_i32(len, {R});
+    const Tensor k_nope = kv.slice(2, 0, DN), k_pe = lat.slice(1, 512, 576), v = kv.slice(2, DN, DN + DV);
     const int reps = T >= 32768 ? 3 : 5;
-    const double ms = median_ms(1, reps, [&](int) {
-      splash::cuda::expanded_attention(out, lse, q, kv.slice(2, 0, DN), lat.slice(1, 512, 576),
-                                       kv.slice(2, DN, DN + DV), row_start, row_len, 0.1352f, nullptr);
+    const double ws = median_ms(1, reps, [&](int) {
+      splash::cuda::expanded_attention(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f, nullptr);
     });
-    const double flops = 2.0 * H * (DN + DR + DV) * (static_cast<double>(T) * (T + 1) / 2);
-    std::printf("%8d %10.3f %9.0f %7.0f%%\n", T, ms, flops / ms / 1e9, 100.0 * flops / ms / 1e9 / gemm);
+    const double one_wg = median_ms(1, reps, [&](int) {
+      splash::cuda::expanded_attention_one_warpgroup(out, lse, q, k_nope, k_pe, v, row_start, row_len, 0.1352f,
+                                                     nullptr);
+    });
+    const double pairs = static_cast<double>(R) * (T - R) + static_cast<double>(R) * (R + 1) / 2;
+    const double flops = 2.0 * H * (DN + DR + DV) * pairs;
+    std::printf("%8d %8d %10.3f %9.0f %7.0f%% %10.3f %9.0f %7.2fx\n", R, T, ws, flops / ws / 1e9,
+                100.0 * flops / ws / 1e9 / gemm, one_wg, flops / one_wg / 1e9, one_wg / ws);
   }
 }
 

@@ -19,13 +19,13 @@ def splash_rows(log):
     rows, section = {}, None
     for line in open(log):
         f = line.split()
-        if line[:1].isalpha():  # a table's title starts at column 0; its rows are indented numbers
+        if line.startswith(("absorbed decode", "expanded prefill", "generic kernels")):  # the tables' titles
             section = "decode" if line.startswith("absorbed decode") else "prefill" if line.startswith(
                 "expanded prefill") else None
         elif section == "decode" and len(f) >= 4 and f[0].isdigit() and re.fullmatch(r"[\d.]+", f[3]):
             rows[("decode", int(f[2]), int(f[0]), int(f[1]))] = float(f[3])
-        elif section == "prefill" and len(f) >= 2 and f[0].isdigit() and re.fullmatch(r"[\d.]+", f[1]):
-            rows[("prefill", int(f[0]))] = float(f[1])
+        elif section == "prefill" and len(f) >= 3 and f[0].isdigit() and f[1] == f[0] and re.fullmatch(r"[\d.]+", f[2]):
+            rows[("prefill", int(f[0]))] = float(f[2])  # rows, context, ms: one causal sequence (rows = context)
     return rows
 
 

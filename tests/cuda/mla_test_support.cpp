@@ -40,7 +40,9 @@ Pool make_pool(PoolValues values, int pages, int page, int W, std::mt19937& rng)
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const float largest = small ? f8e4m3_to_f32(0x0f) : 448.f;  // of the codes drawn
   for (int64_t s = 0; s < slots; ++s) {
-    const float scale = std::exp2(u(rng)) / largest;  // a token's largest values near 1
+    const float page_factor =
+        values == PoolValues::kFp8PageScales ? std::exp2(static_cast<float>(s / page % 7 - 3)) : 1.f;
+    const float scale = page_factor * std::exp2(u(rng)) / largest;  // a token's largest values near page_factor
     scales[s / page * (page + 1) + s % page] = scale;
     for (int64_t w = 0; w < W; ++w) {
       uint8_t code = static_cast<uint8_t>(rng());
@@ -181,7 +183,17 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
     row_len.push_back(len);
   }
 
-  const Pool pool = make_pool(c.values, total_pages, c.page, W, rng);
+  Pool pool = make_pool(c.values, total_pages, c.page, W, rng);
+  if (c.nan_tail) {
+    ASSERT_EQ(c.values, PoolValues::kBf16) << "NaN tails are for bf16 pools";
+    std::vector<bool> live(static_cast<size_t>(total_pages) * c.page, false);
+    for (int s = 0; s < S; ++s)
+      for (int t = 0; t < c.seq_len[s]; ++t) live[int64_t{table[s * max_pages + t / c.page]} * c.page + t % c.page] = true;
+    float* ref = pool.ref.ptr<float>();
+    for (size_t slot = 0; slot < live.size(); ++slot)
+      if (!live[slot]) std::fill(ref + slot * W, ref + (slot + 1) * W, std::numeric_limits<float>::quiet_NaN());
+    pool.dev = to_device(pool.ref);
+  }
   // A strided q: rows of a wider buffer, heads further apart than W.
   Tensor q_full = random_host({N, c.H, W + c.q_pad}, rng);
   if (!c.q_magnitudes.empty())
@@ -206,6 +218,8 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
       cuda::absorbed_attention_generic(out, lse, q_dev, kv, c.scale, nullptr);
     else if (c.token_split)
       cuda::absorbed_attention_token_split(out, lse, q_dev, kv, c.scale, nullptr);
+    else if (c.warp_specialized)
+      cuda::absorbed_attention_warp_specialized(out, lse, q_dev, kv, c.scale, nullptr);
     else
       cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
     check(cudaDeviceSynchronize());
@@ -221,6 +235,18 @@ PagedCase batch_case(int H, int C, int dr, int rows, uint32_t seed) {
     c.seq_len.push_back(len);
     c.rows.push_back({s, len});
   }
+  c.scale = 0.1f;
+  return c;
+}
+
+PagedCase batch_size_case(int B, int page, std::mt19937& rng) {
+  PagedCase c{128, 512, 64, page, {}, {}};
+  for (int s = 0; s < B; ++s) {
+    const int len = static_cast<int>(rng() % (1 + std::min(700, 20000 / B)));
+    c.seq_len.push_back(len);
+    c.rows.push_back({s, len});
+  }
+  c.q_pad = B % 2 ? 24 : 0;
   c.scale = 0.1f;
   return c;
 }

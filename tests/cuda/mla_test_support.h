@@ -60,8 +60,9 @@ void expect_close_twice(const std::function<void()>& run, const Tensor& out_dev,
 
 // What the latent pool holds: bf16 values; or e4m3 codes with a random f32 scale per token, the codes
 // drawn from every non-NaN code, or only from the subnormal and smallest normal ones (which an inexact
-// conversion to bf16 would lose).
-enum class PoolValues { kBf16, kFp8, kFp8SmallCodes };
+// conversion to bf16 would lose), or from every code with each page's scales times 2^(page % 7 - 3)
+// (a sequence's scales then jump by up to 2^6 between pages, and so between 64-token tiles).
+enum class PoolValues { kBf16, kFp8, kFp8SmallCodes, kFp8PageScales };
 
 struct PagedCase {
   int H, C, dr, page;
@@ -71,18 +72,27 @@ struct PagedCase {
   float scale = 0.3f;
   bool generic = false;      // the generic kernel whatever the shape
   bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
+  bool warp_specialized = false;  // absorbed_attention_warp_specialized instead of the public dispatch
+  // bf16 pools: every slot past its sequence's length (the tail of its last page, unused pages) holds NaN,
+  // which no result may show (a kernel must not multiply a masked token's zero by it).
+  bool nan_tail = false;
   PoolValues values = PoolValues::kBf16;
   // q's row n, head h times q_magnitudes[(n + h) % size], rounded to bf16 again (empty: as drawn, in [-1, 1)).
   std::vector<float> q_magnitudes;
 };
 
-// The case on the GPU (the public dispatch, the generic kernel, or the token-split one) against the CPU reference over the
+// The case on the GPU (the public dispatch, the generic kernel, or an older one) against the CPU reference over the
 // pool's values (for fp8: the codes times their scales, dequantized in f32), run twice for identical bits.
 void run_absorbed(const PagedCase& c, uint32_t seed);
 
 // A decode batch at page size 1: `rows` sequences of 0..160 tokens (drawn from seed), each attended in
 // full by one row; softmax scale 0.1. With enough rows no row is split, so the kernel writes out itself.
 PagedCase batch_case(int H, int C, int dr, int rows, uint32_t seed);
+
+// A decode batch of B rows at 128 heads and pages of `page` tokens: each row attends a sequence of
+// 0..min(700, 20000 / B) tokens (drawn from rng; shorter as the batch grows, to keep the reference's
+// time) in full; q strided for odd B; softmax scale 0.1.
+PagedCase batch_size_case(int B, int page, std::mt19937& rng);
 
 // A shape from the range (head dims 16..256 in steps of 8, kv_lora_rank 32..1024 in steps of
 // 16, 1..128 heads, pages of 1, 16 or 64 tokens) with rows that keep the f32 reference near 6e8

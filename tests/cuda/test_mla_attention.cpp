@@ -1,7 +1,8 @@
 // The GPU MLA attention kernels against the CPU reference: the same bf16-rounded random inputs, the
 // reference in f32. Outputs start as NaN so an unwritten element fails; every case runs twice and must
 // give identical bits (a difference would be a race). Cases run through the public dispatch (the
-// specialized kernels where they fit, else the generic ones), or force the generic kernels.
+// specialized kernels where they fit, else the generic ones), or force the generic kernels (or, for the
+// expanded form, the one-warpgroup kernel the warp-specialized one replaced).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/mla_prefill_ws.cuh"
 
 namespace splash {
 namespace {
@@ -132,7 +134,9 @@ struct ExpandedCase {
   float scale = 0.2f;
   int lat_c = 64;        // latent columns before k_pe in each latent row (odd: k_pe unaligned)
   int q_pad = 0;         // q's head rows lie this much further apart than d_n + d_r
-  bool generic = false;  // the generic kernel whatever the shape
+  bool generic = false;           // the generic kernel whatever the shape
+  bool one_warpgroup = false;     // expanded_attention_one_warpgroup instead of the public dispatch
+  bool warp_specialized = false;  // asserts that the views suit the warp-specialized kernel
 };
 
 // Causal prefill of two packed sequences (the first with a cached prefix), plus an empty row and a
@@ -166,11 +170,16 @@ void run_expanded(const ExpandedCase& c, uint32_t seed) {
   Tensor lat_d = to_device(lat), kv_d = to_device(kv), q_d = to_device(q_full).slice(2, 0, dqk);
   Tensor start_d = to_device(row_start), len_d = to_device(row_len);
   Tensor out = device_nan(DType::BF16, {N, c.H, c.dv}), lse = device_nan(DType::F32, {N, c.H});
+  const Tensor k_nope = kv_d.slice(2, 0, c.dn), k_pe = lat_d.slice(1, c.lat_c, lat_w),
+               v = kv_d.slice(2, c.dn, c.dn + c.dv);
+  if (c.warp_specialized) {
+    ASSERT_TRUE(cuda::prefill_ws_fits(q_d, k_nope, k_pe, v));
+  }
   auto run = [&] {
-    const Tensor k_nope = kv_d.slice(2, 0, c.dn), k_pe = lat_d.slice(1, c.lat_c, lat_w),
-                 v = kv_d.slice(2, c.dn, c.dn + c.dv);
     if (c.generic)
       cuda::expanded_attention_generic(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
+    else if (c.one_warpgroup)
+      cuda::expanded_attention_one_warpgroup(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     else
       cuda::expanded_attention(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     check(cudaDeviceSynchronize());
@@ -259,6 +268,76 @@ TEST_F(ExpandedAttention, GenericAtBuiltShapes) {
   ExpandedCase v3 = prefill_case(16, 128, 64, 128);
   v3.generic = true;
   run_expanded(v3, 2701);
+}
+
+// ---- the warp-specialized kernel: V3 head dims over the engine's views (k_pe the rope tail of a
+// 512 + 64 latent row, k_nope and v halves of one [T, H, 256] tensor), which the dispatch gives it ----
+
+// Chunked prefill: `rows` new query rows at the end of a context of T tokens, each causal (rows == T:
+// a prompt without a cached prefix).
+ExpandedCase chunked_case(int H, int rows, int T) {
+  ExpandedCase c{H, 128, 64, 128, T, {}};
+  for (int i = 0; i < rows; ++i) c.rows.push_back({0, T - rows + i + 1});
+  c.lat_c = 512;
+  c.scale = 0.1f;
+  c.warp_specialized = true;
+  return c;
+}
+
+TEST_F(ExpandedAttention, WarpSpecializedHeadCounts) {
+  uint32_t seed = 3000;
+  for (auto [H, rows, T] :
+       std::vector<std::array<int, 3>>{{1, 129, 700}, {16, 129, 700}, {16, 20, 20}, {128, 65, 300}}) {
+    SCOPED_TRACE(testing::Message() << "H " << H << " rows " << rows << " context " << T);
+    run_expanded(chunked_case(H, rows, T), seed++);
+  }
+}
+
+// Row counts around the 64-row consumer and 128-row block sizes, against 8 tiles of context (the
+// stages' barriers go through several phases); one case with q's heads further apart (a strided map).
+TEST_F(ExpandedAttention, WarpSpecializedRowCounts) {
+  for (int rows : {1, 63, 64, 65, 127, 129, 200}) {
+    SCOPED_TRACE(rows);
+    run_expanded(chunked_case(4, rows, 1000), 3100 + rows);
+  }
+  ExpandedCase c = chunked_case(4, 130, 513);
+  c.q_pad = 24;
+  run_expanded(c, 3400);
+}
+
+// Several sequences in one launch (one with a cached prefix), an empty row and a window.
+TEST_F(ExpandedAttention, WarpSpecializedPackedSequences) {
+  ExpandedCase c = packed_case(8, 128, 64, 128, 700);
+  c.lat_c = 512;
+  c.warp_specialized = true;
+  run_expanded(c, 3500);
+}
+
+// A block of rows that all see nothing (no tiles: out 0, lse -inf), then rows whose windows start off any
+// tile boundary and run to the tensor's end (the last tile reads past it: zeros).
+TEST_F(ExpandedAttention, WarpSpecializedEmptyBlockAndWindows) {
+  ExpandedCase c{4, 128, 64, 128, 800, {}};
+  for (int i = 0; i < 130; ++i) c.rows.push_back({37, 0});
+  for (int i = 0; i < 70; ++i) c.rows.push_back({500 + i, 300 - i});
+  c.rows.push_back({799, 1});
+  c.lat_c = 512;
+  c.warp_specialized = true;
+  run_expanded(c, 3600);
+}
+
+// A long context: 32 tiles, each stage reused 16 times.
+TEST_F(ExpandedAttention, WarpSpecializedLongContext) { run_expanded(chunked_case(2, 64, 4000), 3700); }
+
+// The one-warpgroup kernel at the warp-specialized kernel's shapes (the bench times the two).
+TEST_F(ExpandedAttention, OneWarpgroupAtWarpSpecializedShapes) {
+  ExpandedCase c = chunked_case(16, 129, 700);
+  c.one_warpgroup = true;
+  c.warp_specialized = false;
+  run_expanded(c, 3800);
+  ExpandedCase p = packed_case(8, 128, 64, 128, 700);
+  p.lat_c = 512;
+  p.one_warpgroup = true;
+  run_expanded(p, 3801);
 }
 
 // The widths the backend takes are exactly those the kernels run: the whole range (and the

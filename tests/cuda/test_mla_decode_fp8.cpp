@@ -90,6 +90,20 @@ TEST_F(AbsorbedAttentionFp8, QueryRowsOfExtremeMagnitudes) {
   }
 }
 
+// The fragment kernel's tile loader walks each token's page position a tile at a time: pages that do not
+// divide a 64-token tile (3, 48) or exceed it (128), with split rows whose parts start inside a page;
+// and its power-of-two unit of P, which changes between tiles as the pages' scales jump (up to 2^6).
+TEST_F(AbsorbedAttentionFp8, FragmentKernelOddPagesAndScaleJumps) {
+  for (int H : {16, 32})
+    for (int page : {3, 48, 128}) {
+      SCOPED_TRACE(testing::Message() << "H " << H << " page " << page);
+      PagedCase c = fp8({H, 512, 64, page, {4000, 130}, {{0, 4000}, {1, 130}, {0, 3999}, {1, 0}, {1, 65}}});
+      c.values = PoolValues::kFp8PageScales;
+      c.scale = 0.1f;
+      run_absorbed(c, 3480 + H + page);
+    }
+}
+
 // DeepSeek-V3 shapes: 128 heads over 512 + 64 (converted tiles, both products on wgmma), split context.
 TEST_F(AbsorbedAttentionFp8, V3HeadsSplitContext) {
   PagedCase c = fp8({128, 512, 64, 64, {5000, 700, 64}, {{0, 5000}, {0, 4999}, {1, 700}, {2, 64}, {2, 0}, {1, 65}}});

@@ -1,10 +1,10 @@
 // The warp-specialized absorbed decode kernel (mla_decode_wg.cu: bf16 cache, C 512 + d_r 64, heads a
-// multiple of 64), which the public dispatch runs at these shapes, against the CPU reference; and the
-// 64-head kernel it replaced there (absorbed_attention_token_split), kept for comparison. run_absorbed
-// starts the outputs as NaN and runs every case twice for identical bits.
+// multiple of 64) against the CPU reference, through absorbed_attention_warp_specialized (the public
+// dispatch runs it only where the seesaw kernel cannot load the pool); and the 64-head kernel it replaced
+// there (absorbed_attention_token_split), kept for comparison. run_absorbed starts the outputs as NaN and
+// runs every case twice for identical bits.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <random>
 
 #include "cuda/mla_test_support.h"
@@ -26,6 +26,7 @@ TEST_F(WarpSpecializedDecode, TileBoundariesPagesHeads) {
       PagedCase c{H, 512, 64, page, {5000, 65, 64, 63, 1, 0},
                   {{0, 5000}, {1, 65}, {2, 64}, {3, 63}, {4, 1}, {5, 0}, {0, 4999}, {1, 33}}};
       c.q_pad = page == 16 ? 24 : 0;
+      c.warp_specialized = true;
       run_absorbed(c, 3000 + H + page);
     }
 }
@@ -35,7 +36,9 @@ TEST_F(WarpSpecializedDecode, TileBoundariesPagesHeads) {
 TEST_F(WarpSpecializedDecode, UnsplitBatches) {
   for (int H : {64, 128}) {
     SCOPED_TRACE(H);
-    run_absorbed(batch_case(H, 512, 64, 140, 40 + H), 3100 + H);
+    PagedCase c = batch_case(H, 512, 64, 140, 40 + H);
+    c.warp_specialized = true;
+    run_absorbed(c, 3100 + H);
   }
 }
 
@@ -45,14 +48,8 @@ TEST_F(WarpSpecializedDecode, BatchSizes) {
   std::mt19937 rng(3200);
   for (int B : {1, 2, 7, 16, 33, 64, 140}) {
     SCOPED_TRACE(B);
-    PagedCase c{128, 512, 64, 16, {}, {}};
-    for (int s = 0; s < B; ++s) {
-      const int len = static_cast<int>(rng() % (1 + std::min(700, 20000 / B)));
-      c.seq_len.push_back(len);
-      c.rows.push_back({s, len});
-    }
-    c.q_pad = B % 2 ? 24 : 0;
-    c.scale = 0.1f;
+    PagedCase c = batch_size_case(B, 16, rng);
+    c.warp_specialized = true;
     run_absorbed(c, 3200 + B);
   }
 }
@@ -62,9 +59,11 @@ TEST_F(WarpSpecializedDecode, LongRows) {
   PagedCase c{128, 512, 64, 64, {20000, 3}, {{0, 20000}, {1, 3}, {0, 1}}};
   c.q_pad = 24;
   c.scale = 0.1f;
+  c.warp_specialized = true;
   run_absorbed(c, 3300);
   PagedCase d{64, 512, 64, 16, {20000, 100}, {{0, 19999}, {1, 100}, {1, 0}}};
   d.scale = 0.1f;
+  d.warp_specialized = true;
   run_absorbed(d, 3301);
 }
 

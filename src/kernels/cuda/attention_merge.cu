@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 
 namespace splash::cuda {
@@ -24,6 +25,7 @@ struct MergeArgs {
 // V elements per access: 8 (16 bytes) when every row is 16-byte aligned, else 1.
 template <int V>
 __global__ void merge_attention_kernel(const MergeArgs a) {
+  pdl_begin();
   const int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
   if (wid >= a.N * a.H) return;
   const int n = wid / a.H, h = wid % a.H;
@@ -93,9 +95,9 @@ void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses,
   constexpr int kWarps = 8;
   const unsigned blocks = static_cast<unsigned>((N * H + kWarps - 1) / kWarps);
   if (D % 8 == 0 && rows_16b_aligned(parts) && rows_16b_aligned(out))
-    merge_attention_kernel<8><<<blocks, kWarps * 32, 0, s>>>(a);
+    launch_kernel(merge_attention_kernel<8>, blocks, kWarps * 32, 0, s, a);
   else
-    merge_attention_kernel<1><<<blocks, kWarps * 32, 0, s>>>(a);
+    launch_kernel(merge_attention_kernel<1>, blocks, kWarps * 32, 0, s, a);
   SPLASH_CUDA_LAUNCHED();
 }
 

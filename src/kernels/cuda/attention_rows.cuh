@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <limits>
 
 #include "core/tensor.h"
 #include "kernels/cuda/attention_tiles.cuh"
@@ -104,6 +105,55 @@ __device__ __forceinline__ RowBounds block_row_bounds(const int32_t* row_start, 
   }
   __syncthreads();
   return {bounds_s[0], bounds_s[1], bounds_s[2], bounds_s[3]};
+}
+
+// One row's step of the online softmax (log2 units) over a tile of scores held as a wgmma accumulator
+// (the mma m16n8 layout per warp): the row's raw scores are s[n][2 r + e], token t0 + 8 n + 2 t4 + e for
+// lane t4 of its quad; tokens outside `range` are masked unless the tile is `full`. Turns them into p in
+// place, updates the row's running max and this thread's part of its sum, and returns the factor that
+// rescales the row's output. A row with nothing seen yet keeps m = -inf and p = 0.
+template <int NT>
+__device__ __forceinline__ float softmax_tile_row(float (&s)[NT][4], int r, int t0, int t4, bool full, int2 range,
+                                                  float scale_log2, float& m_run, float& l_run) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  float mx = kMinusInf;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = t0 + n * 8 + 2 * t4 + e;
+      float x = s[n][2 * r + e] * scale_log2;
+      if (!full && (tok < range.x || tok >= range.y)) x = kMinusInf;
+      s[n][2 * r + e] = x;
+      mx = fmaxf(mx, x);
+    }
+  const float m_new = fmaxf(m_run, quad_max(mx));
+  const float m_use = m_new == kMinusInf ? 0.f : m_new;
+  const float alpha = exp2_ftz(m_run - m_use);
+  m_run = m_new;
+  float sum = 0.f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float p = exp2_ftz(s[n][2 * r + e] - m_use);
+      s[n][2 * r + e] = p;
+      sum += p;
+    }
+  l_run = l_run * alpha + sum;
+  return alpha;
+}
+
+// P as wgmma A fragments (bf16): the accumulator layout of S is the A layout, two n-tiles per k16 step.
+template <int NT>
+__device__ __forceinline__ void p_fragments(uint32_t (&p)[NT / 2][4], const float (&s)[NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    p[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
 }
 
 }  // namespace splash::cuda::attn

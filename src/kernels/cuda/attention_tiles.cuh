@@ -94,6 +94,14 @@ __device__ __forceinline__ int bn_col(int lane) { return ((lane >> 3) & 1) * 8; 
 __device__ __forceinline__ int bk_row(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
 __device__ __forceinline__ int bk_col(int lane) { return (lane >> 4) * 8; }
 
+// 2^x on the special-function unit with subnormal results flushed to zero (a softmax weight below
+// 2^-126 adds nothing): one instruction where exp2f spends up to four guarding the subnormal range.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_layout.cuh"
 #include "kernels/cuda/cuda_memory.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 
@@ -75,6 +76,7 @@ namespace {
 
 template <typename V>
 __global__ void copy_rows_kernel(char* dst, RowLayout dl, const char* src, RowLayout sl, int64_t rows, int64_t chunks) {
+  pdl_begin();
   const int64_t n = rows * chunks;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / chunks, c = i % chunks;
@@ -85,6 +87,7 @@ __global__ void copy_rows_kernel(char* dst, RowLayout dl, const char* src, RowLa
 
 template <typename V>
 __global__ void zero_rows_kernel(char* dst, RowLayout dl, int64_t rows, int64_t chunks) {
+  pdl_begin();
   const int64_t n = rows * chunks;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / chunks, c = i % chunks;
@@ -94,6 +97,7 @@ __global__ void zero_rows_kernel(char* dst, RowLayout dl, int64_t rows, int64_t 
 
 template <typename TO, typename TI, int V>
 __global__ void convert_kernel(char* dst, RowLayout dl, const char* src, RowLayout sl, int64_t rows, int64_t row_elems) {
+  pdl_begin();
   const int64_t per_row = row_elems / V, n = rows * per_row;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / per_row, c = i % per_row;
@@ -155,7 +159,7 @@ void CudaBackend::copy_device(const Tensor& dst, const Tensor& src, cudaStream_t
   with_word(byte_vec_width(r, row_bytes, {dst.data(), src.data()}), [&](auto w) {
     using V = decltype(w);
     const int64_t chunks = row_bytes / static_cast<int64_t>(sizeof(V));
-    copy_rows_kernel<V><<<grid_for(r.rows * chunks, 256), 256, 0, st>>>(
+    launch_kernel(copy_rows_kernel<V>, grid_for(r.rows * chunks, 256), 256, 0, st,
         static_cast<char*>(dst.data()), r.layout[0], static_cast<const char*>(src.data()), r.layout[1], r.rows, chunks);
   });
   SPLASH_CUDA_LAUNCHED();
@@ -171,7 +175,7 @@ void CudaBackend::convert(const Tensor& dst, const Tensor& src, cudaStream_t st)
       dispatch_vec(V, [&](auto v) {
         using TO = typename decltype(to)::type;
         using TI = typename decltype(ti)::type;
-        convert_kernel<TO, TI, decltype(v)::value><<<grid_for(r.rows * r.row_elems / v, 256), 256, 0, st>>>(
+        launch_kernel(convert_kernel<TO, TI, decltype(v)::value>, grid_for(r.rows * r.row_elems / v, 256), 256, 0, st,
             static_cast<char*>(dst.data()), r.layout[0], static_cast<const char*>(src.data()), r.layout[1], r.rows,
             r.row_elems);
       });
@@ -263,8 +267,9 @@ void CudaBackend::fill_zero(Tensor dst, Stream s) {
   with_word(byte_vec_width(r, row_bytes, {dst.data()}), [&](auto w) {
     using V = decltype(w);
     const int64_t chunks = row_bytes / static_cast<int64_t>(sizeof(V));
-    zero_rows_kernel<V><<<grid_for(r.rows * chunks, 256), 256, 0, st>>>(static_cast<char*>(dst.data()), r.layout[0],
-                                                                         r.rows, chunks);
+    launch_kernel(zero_rows_kernel<V>, grid_for(r.rows * chunks, 256), 256, 0, st,
+        static_cast<char*>(dst.data()), r.layout[0],
+        r.rows, chunks);
   });
   SPLASH_CUDA_LAUNCHED();
 }

@@ -4,6 +4,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/latent_fp8.cuh"
 
 namespace splash::cuda {
@@ -20,6 +21,7 @@ __device__ __forceinline__ void report(int* err, int code, int value) {
 template <typename TO, typename TT, int V>
 __global__ void embedding_kernel(TO* out, int64_t out_stride, const int32_t* ids, const TT* table, int64_t table_stride,
                                  int64_t vocab, int64_t N, int64_t d, int* err) {
+  pdl_begin();
   const int64_t per_row = d / V;
   GRID_STRIDE(i, N * per_row) {
     const int64_t n = i / per_row, c = (i % per_row) * V;
@@ -92,6 +94,7 @@ __device__ __forceinline__ void rms_norm_row(TO* orow, const TX* xr, TX* rr, con
 template <typename TO, typename TX, int V, bool kResidual>
 __global__ void rms_norm_kernel(TO* out, int64_t out_stride, const TX* x, int64_t x_stride, TX* residual,
                                 int64_t res_stride, const float* w, int64_t d, float eps) {
+  pdl_begin();
   rms_norm_row<TO, TX, V, kResidual>(out + blockIdx.x * out_stride, x + blockIdx.x * x_stride,
                                      kResidual ? residual + blockIdx.x * res_stride : nullptr, w, d, eps,
                                      static_cast<int>(blockDim.x));
@@ -127,6 +130,7 @@ template <typename T>
 __global__ void rope_kernel(T* out, int64_t o0, int64_t o1, const T* x, int64_t s0, int64_t s1, int64_t N, int64_t H,
                             const int32_t* pos, const float* cos, const float* sin, int64_t cs_stride, int64_t max_pos,
                             int* err) {
+  pdl_begin();
   const int half = blockDim.x, i = threadIdx.x;
   const int64_t row = blockIdx.x * int64_t{blockDim.y} + threadIdx.y;
   const int64_t n = row / H, h = row % H;
@@ -145,6 +149,7 @@ template <typename T, int V>
 __global__ void latent_norm_rope_kernel(T* lat, int64_t stride, const float* w, int64_t C, float eps, int norm_threads,
                                         const int32_t* pos, const float* cos, const float* sin, int64_t cs_stride,
                                         int64_t max_pos, int half, int* err) {
+  pdl_begin();
   T* row = lat + blockIdx.x * stride;
   T* pe = row + C;
   const int i = threadIdx.x;
@@ -160,6 +165,7 @@ __global__ void latent_norm_rope_kernel(T* lat, int64_t stride, const float* w, 
 template <typename T, int V>
 __global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t gu_stride, const int32_t* rows,
                                 int64_t n, int64_t inter) {
+  pdl_begin();
   const int64_t per_row = inter / V;
   GRID_STRIDE(i, n * per_row) {
     const int64_t r = rows ? rows[i / per_row] : i / per_row, c = (i % per_row) * V;
@@ -175,6 +181,7 @@ __global__ void silu_mul_kernel(T* out, int64_t out_stride, const T* gu, int64_t
 
 template <typename T, int V>
 __global__ void add_kernel(T* out, int64_t os, const T* a, int64_t as, const T* b, int64_t bs, int64_t N, int64_t d) {
+  pdl_begin();
   const int64_t per_row = d / V;
   GRID_STRIDE(i, N * per_row) {
     const int64_t n = i / per_row, c = (i % per_row) * V;
@@ -193,6 +200,7 @@ template <typename W>
 __global__ void indexed_rows_kernel(char* dst, int64_t dst_stride, const int32_t* dst_idx, int64_t dst_limit,
                                     const char* src, int64_t src_stride, const int32_t* src_idx, int64_t src_limit,
                                     int64_t rows, int64_t chunks, bool skip_negative, int err_code, int* err) {
+  pdl_begin();
   GRID_STRIDE(i, rows * chunks) {
     const int64_t r = i / chunks, c = i % chunks;
     const int64_t dr = dst_idx ? dst_idx[r] : r, sr = src_idx ? src_idx[r] : r;
@@ -227,7 +235,7 @@ void indexed_copy(const Tensor& dst, const Tensor& dst_idx, int64_t dst_limit, i
   auto launch = [&](auto word) {
     using W = decltype(word);
     const int64_t chunks = row_bytes / static_cast<int64_t>(sizeof(W));
-    indexed_rows_kernel<W><<<grid_for(rows * chunks, 256), 256, 0, st>>>(
+    launch_kernel(indexed_rows_kernel<W>, grid_for(rows * chunks, 256), 256, 0, st,
         static_cast<char*>(dst.data()), dst_stride_bytes, dst_idx.defined() ? dst_idx.ptr<int32_t>() : nullptr,
         dst_limit, static_cast<const char*>(src.data()), src_stride_bytes,
         src_idx.defined() ? src_idx.ptr<int32_t>() : nullptr, src_limit, rows, chunks, skip_negative, err_code, err);
@@ -263,7 +271,7 @@ void CudaBackend::embedding(Tensor out, Tensor ids, Tensor table) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using TO = typename decltype(to)::type;
         using TT = typename decltype(tt)::type;
-        embedding_kernel<TO, TT, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, op_stream()>>>(
+        launch_kernel(embedding_kernel<TO, TT, decltype(v)::value>, grid_for(N * d / v, 256), 256, 0, op_stream(),
             out.ptr<TO>(), out.stride(0), ids.ptr<int32_t>(), table.ptr<TT>(), table.stride(0), table.size(0), N, d,
             errors());
       });
@@ -324,11 +332,11 @@ void launch_rms_norm(const Tensor& out, const Tensor& x, const Tensor& residual,
         using TX = typename decltype(tx)::type;
         constexpr int kV = decltype(v)::value;
         if (add)
-          rms_norm_kernel<TO, TX, kV, true><<<static_cast<unsigned>(N), nb.threads, 0, st>>>(
+          launch_kernel(rms_norm_kernel<TO, TX, kV, true>, static_cast<unsigned>(N), nb.threads, 0, st,
               out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), residual.ptr<TX>(), residual.stride(0),
               weight.ptr<float>(), d, eps);
         else
-          rms_norm_kernel<TO, TX, kV, false><<<static_cast<unsigned>(N), nb.threads, 0, st>>>(
+          launch_kernel(rms_norm_kernel<TO, TX, kV, false>, static_cast<unsigned>(N), nb.threads, 0, st,
               out.ptr<TO>(), out.stride(0), x.ptr<TX>(), x.stride(0), nullptr, 0, weight.ptr<float>(), d, eps);
       });
     });
@@ -360,7 +368,7 @@ void CudaBackend::rope(Tensor out, Tensor x, Tensor positions, const RopeTable& 
   const unsigned grid = static_cast<unsigned>((N * H + rows_per_block - 1) / rows_per_block);
   dispatch_float(x.dtype(), "rope", [&](auto t) {
     using T = typename decltype(t)::type;
-    rope_kernel<T><<<grid, block, 0, op_stream()>>>(out.ptr<T>(), out.stride(0), out.stride(1), x.ptr<T>(),
+    launch_kernel(rope_kernel<T>, grid, block, 0, op_stream(), out.ptr<T>(), out.stride(0), out.stride(1), x.ptr<T>(),
                                                       x.stride(0), x.stride(1), N, H, positions.ptr<int32_t>(),
                                                       table.cos.ptr<float>(), table.sin.ptr<float>(),
                                                       table.cos.stride(0), table.cos.size(0), errors());
@@ -385,7 +393,7 @@ void CudaBackend::latent_norm_rope(Tensor lat, Tensor norm_weight, float eps, Te
   dispatch_float(lat.dtype(), "latent_norm_rope", [&](auto t) {
     dispatch_vec(nb.vec, [&](auto v) {
       using T = typename decltype(t)::type;
-      latent_norm_rope_kernel<T, decltype(v)::value><<<static_cast<unsigned>(N), threads, 0, op_stream()>>>(
+      launch_kernel(latent_norm_rope_kernel<T, decltype(v)::value>, static_cast<unsigned>(N), threads, 0, op_stream(),
           lat.ptr<T>(), lat.stride(0), norm_weight.ptr<float>(), C, eps, nb.threads, positions.ptr<int32_t>(),
           table.cos.ptr<float>(), table.sin.ptr<float>(), table.cos.stride(0), table.cos.size(0), half, errors());
     });
@@ -409,7 +417,7 @@ void CudaBackend::silu_mul_rows(const Tensor& out, const Tensor& gate_up, const 
   dispatch_float(out.dtype(), "silu_mul", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      silu_mul_kernel<T, decltype(v)::value><<<grid_for(n * inter / v, 256), 256, 0, op_stream()>>>(
+      launch_kernel(silu_mul_kernel<T, decltype(v)::value>, grid_for(n * inter / v, 256), 256, 0, op_stream(),
           out.ptr<T>(), out.stride(0), gate_up.ptr<T>(), gate_up.stride(0),
           rows.defined() ? rows.ptr<int32_t>() : nullptr, n, inter);
     });
@@ -429,7 +437,7 @@ void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
   dispatch_float(out.dtype(), "add", [&](auto t) {
     dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
       using T = typename decltype(t)::type;
-      add_kernel<T, decltype(v)::value><<<grid_for(N * d / v, 256), 256, 0, op_stream()>>>(
+      launch_kernel(add_kernel<T, decltype(v)::value>, grid_for(N * d / v, 256), 256, 0, op_stream(),
           out.ptr<T>(), out.stride(0), a.ptr<T>(), a.stride(0), b.ptr<T>(), b.stride(0), N, d);
     });
   });
@@ -515,6 +523,7 @@ void CudaBackend::gather_latents(Tensor out, const LatentPool& pool, Tensor slot
 
 __global__ void map_page_slots_kernel(int32_t* slots, const int32_t* v, int64_t n, const int32_t* pages,
                                       int64_t n_pages, int page_size, int* err) {
+  pdl_begin();
   GRID_STRIDE(i, n) {
     const int32_t x = v[i];
     if (x < 0 || x / page_size >= n_pages) {
@@ -534,7 +543,7 @@ void CudaBackend::map_page_slots(Tensor slots, Tensor v, Tensor pages, int page_
                    slots.numel() == v.numel(),
                "map_page_slots: slots {} positions {} pages {}", slots.shape_str(), v.shape_str(), pages.shape_str());
   if (v.numel() == 0) return;
-  map_page_slots_kernel<<<grid_for(v.numel(), 256), 256, 0, stream_of(s)>>>(
+  launch_kernel(map_page_slots_kernel, grid_for(v.numel(), 256), 256, 0, stream_of(s),
       slots.ptr<int32_t>(), v.ptr<int32_t>(), v.numel(), pages.ptr<int32_t>(), pages.numel(), page_size, errors());
 }
 

@@ -4,6 +4,7 @@
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kFewRowsThreads) few_rows_f32_linear_kernel(fl
                                                                               const float* x, int64_t x_ld,
                                                                               const float* w, int64_t w_ld, int64_t M,
                                                                               int64_t K, bool accumulate) {
+  pdl_begin();
   const int64_t n = blockIdx.x, m0 = blockIdx.y * int64_t{kFewRowsTile};
   const int rows = M - m0 < kFewRowsTile ? static_cast<int>(M - m0) : kFewRowsTile;
   const float* wr = w + n * w_ld;
@@ -285,8 +287,9 @@ void CudaBackend::linear(Tensor out, Tensor x, const Weight& w, bool accumulate)
     const int threads = static_cast<int>(std::clamp<int64_t>((K / V + 31) / 32 * 32, 32, kFewRowsThreads));
     const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((M + kFewRowsTile - 1) / kFewRowsTile));
     auto launch = [&](auto kernel) {
-      kernel<<<grid, threads, 0, op_stream()>>>(out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0),
-                                                  w.w.ptr<float>(), w.w.stride(0), M, K, accumulate);
+      launch_kernel(kernel, grid, threads, 0, op_stream(),
+          out.ptr<float>(), out.stride(0), xs.ptr<float>(), xs.stride(0),
+          w.w.ptr<float>(), w.w.stride(0), M, K, accumulate);
     };
     if (V == 4)
       launch(few_rows_f32_linear_kernel<4>);

@@ -25,6 +25,7 @@
 #include "kernels/cuda/fp8_quant.cuh"
 #include "kernels/cuda/grouped_gemm.cuh"
 #include "kernels/cuda/grouped_gemm_fp8.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 
 namespace splash::cuda {
@@ -84,6 +85,7 @@ __device__ int stable_rank(const float* v, int n, int i) {
 // One block per row. Shared: scores[E], choice[E], group score[G], kept[G], chosen[k].
 __global__ void moe_route_kernel(int32_t* ids, float* wts, const float* logits, int64_t l_stride, const float* bias,
                                  int E, MoeRouting r) {
+  pdl_begin();
   extern __shared__ float sh[];
   __shared__ float fscratch[32];
   __shared__ double dscratch[32];
@@ -159,6 +161,7 @@ __global__ void moe_route_kernel(int32_t* ids, float* wts, const float* logits, 
 template <typename T, int V>
 __global__ void moe_combine_kernel(T* out, int64_t out_stride, const T* y, int64_t d, const int32_t* ids,
                                    const float* w, const int32_t* pos, int k) {
+  pdl_begin();
   extern __shared__ int32_t ordered_pos[];
   float* ordered_w = reinterpret_cast<float*>(ordered_pos + k);
   const int64_t n = blockIdx.x;
@@ -215,6 +218,7 @@ struct PaddedRows {
 template <typename T, int V>
 __global__ void moe_pad_gather_kernel(T* xs, int64_t rows, const T* x, int64_t x_stride, const int32_t* offsets,
                                       const int32_t* row_of, PaddedRows pad, int64_t d) {
+  pdl_begin();
   const int64_t per_row = d / V;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * per_row;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -235,6 +239,7 @@ __global__ void moe_pad_gather_kernel(T* xs, int64_t rows, const T* x, int64_t x
 // pos_of (compact sorted positions) -> positions in the padded layout.
 __global__ void moe_pad_pos_kernel(int32_t* padded, const int32_t* pos_of, const int32_t* ids, const int32_t* offsets,
                                    int64_t entries, int begin, PaddedRows pad) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
     const int32_t p = pos_of[i];
     const int e = ids[i] - begin;
@@ -287,7 +292,7 @@ void CudaBackend::moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tenso
   if (N == 0) return;
   const int threads = E > 128 ? 256 : std::max(32, (E + 31) / 32 * 32);
   const size_t shared = sizeof(float) * (2 * E + r.n_group) + sizeof(int) * (r.n_group + r.top_k);
-  moe_route_kernel<<<static_cast<unsigned>(N), threads, shared, op_stream()>>>(
+  launch_kernel(moe_route_kernel, static_cast<unsigned>(N), threads, shared, op_stream(),
       topk_ids.ptr<int32_t>(), topk_w.ptr<float>(), logits.ptr<float>(), logits.stride(0),
       bias.defined() ? bias.ptr<float>() : nullptr, E, r);
   SPLASH_CUDA_LAUNCHED();
@@ -348,14 +353,15 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
     dispatch_float(x.dtype(), "moe_experts", [&](auto t) {
       dispatch_vec(V > 8 ? 8 : V, [&](auto v) {
         using T = typename decltype(t)::type;
-        moe_pad_gather_kernel<T, decltype(v)::value><<<grid_for(R * d / v, 256), 256, 0, st>>>(
+        launch_kernel(moe_pad_gather_kernel<T, decltype(v)::value>, grid_for(R * d / v, 256), 256, 0, st,
             xs.ptr<T>(), R, x.ptr<T>(), x.stride(0), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), pad, d);
       });
     });
     SPLASH_CUDA_LAUNCHED();
-    moe_pad_pos_kernel<<<grid_for(entries, 256), 256, 0, st>>>(padded_pos.ptr<int32_t>(), pos_of.ptr<int32_t>(),
-                                                               topk_ids.ptr<int32_t>(), offsets.ptr<int32_t>(),
-                                                               entries, expert_begin, pad);
+    launch_kernel(moe_pad_pos_kernel, grid_for(entries, 256), 256, 0, st,
+        padded_pos.ptr<int32_t>(), pos_of.ptr<int32_t>(),
+        topk_ids.ptr<int32_t>(), offsets.ptr<int32_t>(),
+        entries, expert_begin, pad);
     SPLASH_CUDA_LAUNCHED();
     gemms(gate_up, xs, gu);
     // Only the rows holding tokens: the padding rows of h stay unwritten, and the down projection's
@@ -508,7 +514,7 @@ void CudaBackend::moe_combine(Tensor out, const MoeExpertOutputs& y, Tensor topk
       const int64_t chunks = d / v;
       const int threads = static_cast<int>(std::min<int64_t>(kCombineThreads, (chunks + 31) / 32 * 32));
       const dim3 grid(static_cast<unsigned>(N), static_cast<unsigned>((chunks + threads - 1) / threads));
-      moe_combine_kernel<T, decltype(v)::value><<<grid, threads, k * (sizeof(int32_t) + sizeof(float)), st>>>(
+      launch_kernel(moe_combine_kernel<T, decltype(v)::value>, grid, threads, k * (sizeof(int32_t) + sizeof(float)), st,
           out.ptr<T>(), out.stride(0), y.y.ptr<T>(), d, topk_ids.ptr<int32_t>(), topk_w.ptr<float>(),
           y.pos.ptr<int32_t>(), static_cast<int>(k));
     });

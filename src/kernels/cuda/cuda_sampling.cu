@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_backend.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -26,6 +27,7 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* ids, const float* logits, int64_t ld,
                                                                int64_t V) {
+  pdl_begin();
   const float* row = logits + blockIdx.x * ld;
   Best b{-INFINITY, -1, false};
   for (int64_t v = threadIdx.x; v < V; v += kThreads) {
@@ -54,7 +56,7 @@ void CudaBackend::argmax_rows(Tensor ids, Tensor logits) {
                    ids.dtype() == DType::I32 && ids.is_contiguous() && ids.numel() == logits.size(0),
                "argmax_rows: ids {} logits {}", ids.shape_str(), logits.shape_str());
   if (logits.size(0) == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned>(logits.size(0)), kThreads, 0, op_stream()>>>(
+  launch_kernel(argmax_rows_kernel, static_cast<unsigned>(logits.size(0)), kThreads, 0, op_stream(),
       ids.ptr<int32_t>(), logits.ptr<float>(), logits.stride(0), logits.size(1));
   SPLASH_CUDA_LAUNCHED();
 }

@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_blas.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 template <typename TO>
 __global__ void fp8_gemm_fallback_kernel(TO* out, int64_t ldo, Fp8Rows x, Fp8Matrix w, int64_t M, int64_t N,
                                          int64_t K, bool accumulate) {
+  pdl_begin();
   const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= M * N) return;
@@ -87,7 +89,7 @@ void fp8_gemm(Blas& blas, Fp8GemmCounts& counts, const GemmOut& out, const Fp8Ro
   const int64_t warps = M * N;
   dispatch_float(out.dtype, "FP8 GEMM output", [&](auto t) {
     using TO = typename decltype(t)::type;
-    fp8_gemm_fallback_kernel<TO><<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, st>>>(
+    launch_kernel(fp8_gemm_fallback_kernel<TO>, static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, st,
         static_cast<TO*>(out.data), out.ld, x, w, M, N, K, accumulate);
   });
   SPLASH_CUDA_LAUNCHED();

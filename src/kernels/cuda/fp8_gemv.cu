@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/gemv_rows.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 
@@ -22,7 +23,7 @@ void fp8_gemv(const GemmOut& out, const Fp8Rows& x, const Fp8Matrix& w, int64_t 
   dispatch_float(out.dtype, "FP8 GEMV output", [&](auto t) {
     using TO = typename decltype(t)::type;
     dispatch_max_rows(M, [&](auto maxr) {
-      rows_gemv_fp8_kernel<TO, decltype(maxr)::value><<<tiles(N, kWarps * kRowsPerWarp), kThreads, 0, st>>>(
+      launch_kernel(rows_gemv_fp8_kernel<TO, decltype(maxr)::value>, tiles(N, kWarps * kRowsPerWarp), kThreads, 0, st,
           static_cast<TO*>(out.data), out.ld, accumulate, x, M, w.codes, 0, w.ld, w.scales, 0, w.scale_ld, nullptr, M,
           K, N);
     });

@@ -7,6 +7,7 @@
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -16,6 +17,7 @@ constexpr int kPerLane = kFp8Block / 32;
 template <typename T>
 __global__ void quantize_rows_fp8_kernel(uint8_t* q, int64_t q_ld, float* scales, const T* x, int64_t x_ld,
                                          int64_t M, int64_t K, Fp8RowGroups groups) {
+  pdl_begin();
   const int64_t Kb = fp8_blocks(K);
   const int64_t warp = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -68,7 +70,7 @@ void quantize_rows_fp8(const Tensor& x, uint8_t* q, int64_t q_ld, float* scales,
   const int64_t warps = rows * fp8_blocks(K);
   dispatch_float(x.dtype(), "quantize_rows_fp8", [&](auto t) {
     using T = typename decltype(t)::type;
-    quantize_rows_fp8_kernel<T><<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, st>>>(
+    launch_kernel(quantize_rows_fp8_kernel<T>, static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, st,
         q, q_ld, scales, x.ptr<T>(), x.stride(0), M, K, groups);
   });
   SPLASH_CUDA_LAUNCHED();

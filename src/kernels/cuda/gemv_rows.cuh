@@ -10,6 +10,7 @@
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_gemm.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda::gemv {
 
@@ -98,6 +99,7 @@ __global__ void __launch_bounds__(kThreads)
     rows_gemv_fp8_kernel(T* y, int64_t y_ld, bool accumulate, Fp8Rows h, int64_t h_rows, const uint8_t* w,
                          int64_t w_expert_stride, int64_t w_row_stride, const float* ws, int64_t ws_expert_stride,
                          int64_t ws_row_stride, const int32_t* offsets, int64_t rows, int64_t I, int64_t d) {
+  pdl_begin();
   __shared__ int64_t in_row[MAXR];
   const int e = blockIdx.y;
   const int64_t begin = offsets ? offsets[e] : 0, count = offsets ? offsets[e + 1] - begin : rows;

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/grouped_tiles.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace splash::cuda {
@@ -24,6 +25,7 @@ static_assert(kSmemBytes + sizeof(Schedule::Shared) + 1024 <= 227 * 1024, "stage
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const GroupedArgs<T, T> p) {
+  pdl_begin();
   extern __shared__ uint8_t smem_raw[];
   __shared__ typename Schedule::Shared sched_smem;
   T* const smem = reinterpret_cast<T*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/grouped_tiles.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace splash::cuda {
@@ -44,6 +45,7 @@ struct GroupedGemmFp8Args {
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const GroupedGemmFp8Args<T> p) {
+  pdl_begin();
   extern __shared__ uint8_t smem_raw[];
   __shared__ typename Schedule::Shared sched_smem;
   __shared__ float a_scale[kStages][kBM];  // each stage's K block: its rows' scales, the weight block's

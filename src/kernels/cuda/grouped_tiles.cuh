@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/smem_tiles.cuh"
 
 namespace splash::cuda {
@@ -111,7 +112,7 @@ void launch_grouped(void (*kernel)(Args), const Args& args, const GroupedArgs<T,
   const int64_t n_tiles = (g.n + BN - 1) / BN;
   const int grid = static_cast<int>(std::min<int64_t>(((rows + BM - 1) / BM + g.E) * n_tiles, sm_count()));
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem_bytes);
-  kernel<<<grid, THREADS, smem_bytes, st>>>(args);
+  launch_kernel(kernel, grid, THREADS, smem_bytes, st, args);
   SPLASH_CUDA_LAUNCHED();
 }
 

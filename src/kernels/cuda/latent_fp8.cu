@@ -2,6 +2,7 @@
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/latent_fp8.cuh"
 
 namespace splash::cuda {
@@ -22,6 +23,7 @@ template <typename T, int V>
 __global__ void quantize_latents_kernel(uint8_t* codes, float* scales, int64_t n_slots, const T* latent,
                                         int64_t latent_stride, const int32_t* slots, int64_t n, int64_t W,
                                         int err_code, int* err) {
+  pdl_begin();
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
   for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; r < n; r += warps) {
@@ -60,6 +62,7 @@ template <typename T, int V>
 __global__ void dequantize_latents_kernel(T* out, int64_t out_stride, const uint8_t* codes, const float* scales,
                                           int64_t n_slots, const int32_t* slots, int64_t n, int64_t W, int err_code,
                                           int* err) {
+  pdl_begin();
   const int64_t chunks = W / V;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * chunks; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / chunks, w = (i % chunks) * V;
@@ -115,7 +118,7 @@ void quantize_latents(const Tensor& codes, const Tensor& scales, const Tensor& l
     using T = typename decltype(t)::type;
     auto launch = [&](auto v) {
       constexpr int V = decltype(v)::value;
-      quantize_latents_kernel<T, V><<<grid_for(n * 32, 256), 256, 0, st>>>(
+      launch_kernel(quantize_latents_kernel<T, V>, grid_for(n * 32, 256), 256, 0, st,
           codes.ptr<uint8_t>(), scales.ptr<float>(), n_slots, latent.ptr<T>(), latent.stride(0), slots.ptr<int32_t>(),
           n, W, err_code, err);
     };
@@ -138,7 +141,7 @@ void dequantize_latents(const Tensor& out, const Tensor& codes, const Tensor& sc
     using T = typename decltype(t)::type;
     auto launch = [&](auto v) {
       constexpr int V = decltype(v)::value;
-      dequantize_latents_kernel<T, V><<<grid_for(n * (W / V), 256), 256, 0, st>>>(
+      launch_kernel(dequantize_latents_kernel<T, V>, grid_for(n * (W / V), 256), 256, 0, st,
           out.ptr<T>(), out.stride(0), codes.ptr<uint8_t>(), scales.ptr<float>(), n_slots, slots.ptr<int32_t>(), n, W,
           err_code, err);
     };

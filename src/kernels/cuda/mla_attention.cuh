@@ -28,8 +28,8 @@ void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, c
 // Expanded MLA (MHA): q [N, H, d_n + d_r], k_nope [Tk, H, d_n] (strided view), k_pe [Tk, d_r] shared by
 // all heads (strided), v [Tk, H, d_v] (strided); row n attends to tokens [row_kv_start[n],
 // row_kv_start[n] + row_kv_len[n]); an empty range gives out = 0, lse = -inf. out [N, H, d_v] bf16 (last
-// dim contiguous), lse [N, H] F32. Any d_n, d_r, d_v and H; the specialized kernel runs (d_n, d_r, d_v) =
-// (128, 64, 128) and (32, 16, 32) with 16-byte aligned rows.
+// dim contiguous), lse [N, H] F32. Any d_n, d_r, d_v and H; the specialized kernels run (d_n, d_r, d_v) =
+// (128, 64, 128) (warp-specialized, TMA loads) and (32, 16, 32) with 16-byte aligned rows.
 void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
                         const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
                         cudaStream_t s);
@@ -42,12 +42,22 @@ void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tens
                                 const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
                                 const Tensor& row_kv_len, float scale, cudaStream_t s);
 
-// absorbed_attention with the 64-head kernel whose warpgroups each score half of a tile's tokens
-// (docs/gpu-attention.md, v4) where the warp-specialized kernel would run (bf16 cache, C 512 + 64, heads a
-// multiple of 64); elsewhere the same kernels as absorbed_attention. For tests and the bench, which
-// compare the two.
+// absorbed_attention with an older kernel where the seesaw kernel or the warp-specialized one would run
+// (bf16 cache, C 512 + 64, heads a multiple of 64; docs/gpu-attention.md): the warp-specialized kernel
+// (v5, cp.async loads, any pool layout), or the 64-head kernel whose warpgroups each score half of a
+// tile's tokens (v4); elsewhere the same kernels as absorbed_attention. For tests and the bench, which
+// compare them.
+void absorbed_attention_warp_specialized(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
+                                         float scale, cudaStream_t s);
 void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
                                     float scale, cudaStream_t s);
+
+// expanded_attention with the one-warpgroup wgmma kernel (mla_prefill.cu) where the warp-specialized
+// kernel would run; elsewhere the same kernels as expanded_attention. For tests and the bench, which
+// compare the two.
+void expanded_attention_one_warpgroup(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                                      const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                                      const Tensor& row_kv_len, float scale, cudaStream_t s);
 
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).

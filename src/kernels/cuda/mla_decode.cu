@@ -5,8 +5,10 @@
 // blocks (flash-decoding, mla_decode_splits.cu) so that one row still fills every SM; a second kernel
 // merges the splits by lse. Built for (C, d_r) = (512, 64) and (64, 16) with 16-byte aligned rows; every
 // other shape or layout goes to the generic kernel (mla_decode_generic.cu). A bf16 cache at C 512 with
-// heads a multiple of 64 (V3's 128 per rank) runs the warp-specialized kernel of mla_decode_wg.cu instead
-// of this file's 64-head instance, which absorbed_attention_token_split keeps reachable for comparison.
+// heads a multiple of 64 (V3's 128 per rank) runs the seesaw kernel of mla_decode_seesaw.cu where TMA
+// can address the pool, else the warp-specialized kernel of mla_decode_wg.cu, instead of this file's
+// 64-head instance; absorbed_attention_warp_specialized and absorbed_attention_token_split keep the
+// two older ones reachable for comparison.
 // FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
 // block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
 // them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh).
@@ -19,6 +21,7 @@
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wg.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
@@ -298,13 +301,20 @@ void launch_decode(const DecodeArgs& a, cudaStream_t s) {
   if (a.res.splits > 1) combine_splits(a.res, s);
 }
 
+// Which kernel takes a bf16 cache at C 512 with heads a multiple of 64: the best that fits (seesaw, then
+// warp-specialized), or an older one for tests and the bench.
+enum class WideHeads { kBest, kWarpSpecialized, kTokenSplit };
+
 // Heads per block as launch_tensor_core counted them: 16, 32 or 64. A bf16 cache at C 512 with heads a
-// multiple of 64 goes to the warp-specialized kernel (mla_decode_wg.cu) unless token_split asks for
-// this file's 64-head kernel.
+// multiple of 64 goes to the seesaw kernel (mla_decode_seesaw.cu) where it fits the pool, else to the
+// warp-specialized one (mla_decode_wg.cu), unless `wide` asks for an older kernel.
 template <int C, int W, class T>
-void dispatch_heads(const DecodeArgs& a, cudaStream_t s, bool token_split) {
+void dispatch_heads(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s, WideHeads wide) {
   if constexpr (std::is_same_v<T, bf16> && C == 512)
-    if (!token_split && a.res.H % kWgHeads == 0) return launch_decode_wg(a, s);
+    if (wide != WideHeads::kTokenSplit && a.res.H % kWgHeads == 0) {
+      if (wide == WideHeads::kBest && seesaw_fits(kv)) return launch_decode_seesaw(a, kv, s);
+      return launch_decode_wg(a, s);
+    }
   if constexpr (std::is_same_v<T, e4m3> && C == 512) {
     if (a.res.H <= 32) return launch_decode_fp8(a, s);
     launch_decode<C, W, 64, T>(a, s);
@@ -348,7 +358,7 @@ void check_absorbed_args(const Tensor& out, const Tensor& lse, const Tensor& q, 
 }
 
 void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
-                        cudaStream_t s, bool token_split) {
+                        cudaStream_t s, WideHeads wide) {
   const int64_t H = q.size(1), C = out.size(2);
   DecodeArgs a{};
   static_cast<PagedRows&>(a) = paged_rows(q, kv);
@@ -358,18 +368,18 @@ void launch_tensor_core(const Tensor& out, const Tensor& lse, const Tensor& q, c
   a.res = split_results(out, lse, kv, a.G, s);
   const bool fp8 = kv.pool.dtype() == DType::F8E4M3;
   if (C == 512)
-    fp8 ? dispatch_heads<512, 576, e4m3>(a, s, token_split) : dispatch_heads<512, 576, bf16>(a, s, token_split);
+    fp8 ? dispatch_heads<512, 576, e4m3>(a, kv, s, wide) : dispatch_heads<512, 576, bf16>(a, kv, s, wide);
   else
-    fp8 ? dispatch_heads<64, 80, e4m3>(a, s, token_split) : dispatch_heads<64, 80, bf16>(a, s, token_split);
+    fp8 ? dispatch_heads<64, 80, e4m3>(a, kv, s, wide) : dispatch_heads<64, 80, bf16>(a, kv, s, wide);
 }
 
 // The public entry points' common path: the tensor-core kernels where the shape and alignment fit.
 void absorbed(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale, cudaStream_t s,
-              bool token_split) {
+              WideHeads wide) {
   check_absorbed_args(out, lse, q, kv);
   if (q.size(0) == 0 || q.size(1) == 0) return;
   if (tensor_core_fits(out, q, kv))
-    launch_tensor_core(out, lse, q, kv, scale, s, token_split);
+    launch_tensor_core(out, lse, q, kv, scale, s, wide);
   else
     launch_absorbed_generic(out, lse, q, kv, scale, s);
 }
@@ -378,12 +388,17 @@ void absorbed(const Tensor& out, const Tensor& lse, const Tensor& q, const Paged
 
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s) {
-  absorbed(out, lse, q, kv, scale, s, false);
+  absorbed(out, lse, q, kv, scale, s, WideHeads::kBest);
+}
+
+void absorbed_attention_warp_specialized(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
+                                         float scale, cudaStream_t s) {
+  absorbed(out, lse, q, kv, scale, s, WideHeads::kWarpSpecialized);
 }
 
 void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
                                     float scale, cudaStream_t s) {
-  absorbed(out, lse, q, kv, scale, s, true);
+  absorbed(out, lse, q, kv, scale, s, WideHeads::kTokenSplit);
 }
 
 void absorbed_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,

@@ -85,6 +85,21 @@ __device__ void store_empty_block(const DecodeArgs& a, const DecodeBlock& b) {
   }
 }
 
+// p = 2^(s - m) for a thread's rows (s[j][0..1] of the first, s[j][2..3] of the second), added to its
+// share l of the row sums.
+template <int SNT>
+__device__ __forceinline__ void exponentiate(float (&s)[SNT][4], const float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int j = 0; j < SNT; ++j) {
+    s[j][0] = exp2_ftz(s[j][0] - m[0]);
+    s[j][1] = exp2_ftz(s[j][1] - m[0]);
+    s[j][2] = exp2_ftz(s[j][2] - m[1]);
+    s[j][3] = exp2_ftz(s[j][3] - m[1]);
+    l[0] += s[j][0] + s[j][1];
+    l[1] += s[j][2] + s[j][3];
+  }
+}
+
 // The online softmax's step for a thread's rows srow and srow + 8 (s[j][e] and s[j][2 + e], log2 units,
 // masked to -inf) given the tile's row maxima m_tile: alpha (the factor on earlier sums and outputs),
 // m_run and l_run move on, and s becomes p = 2^(s - m_run), added to l_run. m_tile is finite (every tile
@@ -95,56 +110,81 @@ __device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float m_new = fmaxf(m_run[r], m_tile[r]);
-    alpha[r] = exp2f(m_run[r] - m_new);
+    alpha[r] = exp2_ftz(m_run[r] - m_new);
     m_run[r] = m_new;
     l_run[r] *= alpha[r];
   }
-#pragma unroll
-  for (int j = 0; j < SNT; ++j) {
-    s[j][0] = exp2f(s[j][0] - m_run[0]);
-    s[j][1] = exp2f(s[j][1] - m_run[0]);
-    s[j][2] = exp2f(s[j][2] - m_run[1]);
-    s[j][3] = exp2f(s[j][3] - m_run[1]);
-    l_run[0] += s[j][0] + s[j][1];
-    l_run[1] += s[j][2] + s[j][3];
-  }
+  exponentiate(s, m_run, l_run);
 }
 
-// The online softmax of one tile. s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of
-// the tile (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row. Tokens
-// from t_end on are masked; scores become log2 units by their row's factor row_f (the softmax scale in
-// log2 units, times the power of two the fp8 kernel put on its f16 query row), times each token's cache
-// scale tok_scale[col] when K::kScaled. The row max over the TG token groups meets in red_max ([TG][HB], one
-// barrier); m_run, l_run and alpha (the factor on earlier sums) follow it, and p_s (swizzled [HB][BT] of
-// K::PElem) gets P, times the token scale times p_norm when scaled: P V then multiplies the stored values
-// by their scale (over p_norm, which the caller carries: f16 P takes the tile's scales over their max).
+// The softmax of one tile, in parts (softmax_tile puts them together; the fp8 kernel also tries P against
+// the running max first). s[j][e] (e < 2) is the score of row srow and token col0 + 8 j + e of the tile
+// (col0 = tg TPW + 2 t4), s[j][2 + e] that of row srow + 8; tok0 is col0's token in the row; ts[j] the
+// cache scales of tokens col0 + 8 j and + 1 (1 when !K::kScaled).
 template <class K>
-__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, const float (&row_f)[2],
-                                             const float* tok_scale, float p_norm, int tg, int srow, int t4,
-                                             float* red_max, typename K::PElem* p_s, float (&m_run)[2],
-                                             float (&l_run)[2], float (&alpha)[2]) {
-  const int col0 = tg * K::TPW + 2 * t4;
-  float2 ts[K::SNT];
+__device__ __forceinline__ void token_scales(const float* tok_scale, int col0, float2 (&ts)[K::SNT]) {
 #pragma unroll
   for (int j = 0; j < K::SNT; ++j)
     ts[j] = K::kScaled ? *reinterpret_cast<const float2*>(tok_scale + col0 + 8 * j) : make_float2(1.f, 1.f);
-  float mx[2] = {kNegInf, kNegInf};
+}
+
+// Tokens from t_end on are masked (-inf); the others become log2 units by their row's factor row_f (the
+// softmax scale in log2 units, times the power of two the fp8 kernel put on its f16 query row), times
+// their cache scale. mx: this thread's maxima of its two rows.
+template <class K>
+__device__ __forceinline__ void scale_scores(float (&s)[K::SNT][4], const float2 (&ts)[K::SNT], int tok0, int t_end,
+                                             const float (&row_f)[2], float (&mx)[2]) {
+  mx[0] = mx[1] = kNegInf;
 #pragma unroll
   for (int j = 0; j < K::SNT; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool ok = tok0 + j * 8 + e < t_end;
-      const float f = K::kScaled ? (e ? ts[j].y : ts[j].x) : 1.f;
+      const float f = e ? ts[j].y : ts[j].x;
       s[j][e] = ok ? s[j][e] * (row_f[0] * f) : kNegInf;
       s[j][2 + e] = ok ? s[j][2 + e] * (row_f[1] * f) : kNegInf;
       mx[0] = fmaxf(mx[0], s[j][e]);
       mx[1] = fmaxf(mx[1], s[j][2 + e]);
     }
-  mx[0] = quad_max(mx[0]);
-  mx[1] = quad_max(mx[1]);
+}
+
+// Where a thread's P goes in p_s (swizzled [HB][BT]): element swz(srow, col0). Row srow + 8 is 8 BT
+// elements on (the swizzle reads a row's low 3 bits), and column col0 + 8 j is the offset XOR 8 j: col0 / 8
+// = tg SNT, so its chunk plus j is its chunk XOR j when SNT is a power of two (at most 8).
+template <class K>
+__device__ __forceinline__ int p_at(int srow, int col0) {
+  static_assert((K::SNT & (K::SNT - 1)) == 0 && K::SNT <= 8 && K::TPW == 8 * K::SNT,
+                "a thread's n-tiles in one chunk group");
+  return swz<K::BT>(srow, col0);
+}
+
+// p_s gets P = p times the token scale times p_norm when scaled, at = p_at(srow, col0): P V then
+// multiplies the stored values by their scale (over p_norm, which the caller carries: f16 P takes the
+// tile's scales over a power of two near their max).
+template <class K>
+__device__ __forceinline__ void store_p(const float (&p)[K::SNT][4], const float2 (&ts)[K::SNT], float p_norm, int at,
+                                        typename K::PElem* p_s) {
+#pragma unroll
+  for (int j = 0; j < K::SNT; ++j) {
+    const float f0 = K::kScaled ? ts[j].x * p_norm : 1.f, f1 = K::kScaled ? ts[j].y * p_norm : 1.f;
+    using P = typename K::PElem;
+    *reinterpret_cast<uint32_t*>(p_s + (at ^ (8 * j))) = pack_pair<P>(p[j][0] * f0, p[j][1] * f1);
+    *reinterpret_cast<uint32_t*>(p_s + (at ^ (8 * j)) + 8 * K::BT) = pack_pair<P>(p[j][2] * f0, p[j][3] * f1);
+  }
+}
+
+// The exact online softmax step of scaled scores s with this thread's row maxima mx: the row max over the
+// TG token groups meets in red_max ([TG][HB], one barrier); m_run, l_run and alpha (the factor on earlier
+// sums) follow it, s becomes p, and P goes to p_s at `at` (store_p).
+template <class K>
+__device__ __forceinline__ void softmax_step(float (&s)[K::SNT][4], const float (&mx)[2], const float2 (&ts)[K::SNT],
+                                             float p_norm, int tg, int srow, int t4, float* red_max, int at,
+                                             typename K::PElem* p_s, float (&m_run)[2], float (&l_run)[2],
+                                             float (&alpha)[2]) {
+  const float qmx[2] = {quad_max(mx[0]), quad_max(mx[1])};
   if (t4 == 0) {
-    red_max[tg * K::HB + srow] = mx[0];
-    red_max[tg * K::HB + srow + 8] = mx[1];
+    red_max[tg * K::HB + srow] = qmx[0];
+    red_max[tg * K::HB + srow + 8] = qmx[1];
   }
   __syncthreads();
 
@@ -154,14 +194,21 @@ __device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, in
 #pragma unroll
     for (int k = 0; k < K::TG; ++k) m_tile[r] = fmaxf(m_tile[r], red_max[k * K::HB + srow + 8 * r]);
   online_softmax(s, m_tile, m_run, l_run, alpha);
-#pragma unroll
-  for (int j = 0; j < K::SNT; ++j) {
-    const float f0 = K::kScaled ? ts[j].x * p_norm : 1.f, f1 = K::kScaled ? ts[j].y * p_norm : 1.f;
-    const int col = col0 + 8 * j;
-    using P = typename K::PElem;
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow, col)) = pack_pair<P>(s[j][0] * f0, s[j][1] * f1);
-    *reinterpret_cast<uint32_t*>(p_s + swz<K::BT>(srow + 8, col)) = pack_pair<P>(s[j][2] * f0, s[j][3] * f1);
-  }
+  store_p<K>(s, ts, p_norm, at, p_s);
+}
+
+// The online softmax of one tile (the parts above), the token scales read from tok_scale.
+template <class K>
+__device__ __forceinline__ void softmax_tile(float (&s)[K::SNT][4], int tok0, int t_end, const float (&row_f)[2],
+                                             const float* tok_scale, float p_norm, int tg, int srow, int t4,
+                                             float* red_max, typename K::PElem* p_s, float (&m_run)[2],
+                                             float (&l_run)[2], float (&alpha)[2]) {
+  const int col0 = tg * K::TPW + 2 * t4;
+  float2 ts[K::SNT];
+  token_scales<K>(tok_scale, col0, ts);
+  float mx[2];
+  scale_scores<K>(s, ts, tok0, t_end, row_f, mx);
+  softmax_step<K>(s, mx, ts, p_norm, tg, srow, t4, red_max, p_at<K>(srow, col0), p_s, m_run, l_run, alpha);
 }
 
 // After the last tile: each score row's sum goes to rs.red_sum per token group, and with keep_max its

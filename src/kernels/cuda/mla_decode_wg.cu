@@ -20,9 +20,9 @@
 // above are the same on both sides).
 // On the tensor cores a tile runs as P V(i - 1) (both halves), then S(i), issued once tile i landed;
 // the copies of tile i + 1 run from when P V(i - 1) is done until wg0 wants the tile after P V(i).
-#include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/mla_decode_warpgroup.cuh"
 #include "kernels/cuda/mla_decode_wg.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
@@ -30,13 +30,11 @@ namespace splash::cuda::attn {
 namespace {
 
 struct WgCfg {
-  static constexpr int C = 512, W = 576, HB = kWgHeads, BT = 64;  // BT: tokens per tile
+  static constexpr int C = 2 * kHalfCols, W = 576, HB = kWgHeads, BT = kTileTokens;
   static constexpr int kThreads = 256;
   static constexpr int WCH = W / 8;      // 16-byte chunks per row
   static constexpr int KSTEPS = W / 16;  // k-steps of the score product
-  static constexpr int HALF = C / 2;     // output columns per warpgroup
-  static constexpr int ONT = HALF / 8;   // 8-column n-tiles of a warpgroup's O
-  static constexpr int SNT = BT / 8;     // n-tiles of S
+  static constexpr int HALF = kHalfCols, ONT = kHalfTiles, SNT = kScoreTiles;
   static constexpr int kTileElems = BT * W;
   // Shared memory (bytes): Q and two tile stages in slab layout, P (swizzled [HB][BT] bf16), the
   // rescale factors of the last P and the final 1 / l per row.
@@ -49,55 +47,6 @@ struct WgCfg {
 
 enum NamedBarrier : int { kKReady = 1, kPReady, kPFree, kLDone, kFinal, kScoresOnly };
 constexpr int kBoth = WgCfg::kThreads, kOne = WgCfg::kThreads / 2;
-
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Where this thread's accumulator rows are (the wgmma m64 layout: warp w of the group holds rows 16 w .. +15).
-struct Lane {
-  int t4, row0;  // rows row0 and row0 + 8, columns 8 j + 2 t4 (+1) of n-tile j
-  __device__ explicit Lane(int wg_tid) : t4(wg_tid & 3), row0((wg_tid >> 5) * 16 + ((wg_tid & 31) >> 2)) {}
-};
-
-// A warpgroup's half of O (columns col0 ..), normalised, to out or the split's partials; lse with it.
-__device__ __forceinline__ void store_half(const DecodeArgs& a, const DecodeBlock& b, const Lane& ln,
-                                           const float (&o)[WgCfg::ONT][4], int col0, const float (&inv)[2],
-                                           const float (&lse)[2], bool write_lse) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int head = b.h0 + ln.row0 + 8 * r;
-#pragma unroll
-    for (int j = 0; j < WgCfg::ONT; ++j)
-      store_row_result<WgCfg::C>(a, b.n, b.split, head, col0 + j * 8 + 2 * ln.t4, o[j][2 * r] * inv[r],
-                                 o[j][2 * r + 1] * inv[r], write_lse && j == 0, lse[r]);
-  }
-}
-
-__device__ __forceinline__ void scale_rows(float (&o)[WgCfg::ONT][4], float al0, float al1) {
-#pragma unroll
-  for (int j = 0; j < WgCfg::ONT; ++j) {
-    o[j][0] *= al0;
-    o[j][1] *= al0;
-    o[j][2] *= al1;
-    o[j][3] *= al1;
-  }
-}
-
-// O[:, col0 .. col0 + 256) += P V of the tile at kt.
-__device__ __forceinline__ void pv_half(float (&o)[WgCfg::ONT][4], const bf16* p_s, const bf16* kt, int col0) {
-  using K = WgCfg;
-  reg_fence(o);
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < K::BT / 16; ++ks)
-    wgmma_m64n256_nt(o, wgmma_desc(p_s + swz<K::BT>(0, ks * 16)),
-                     wgmma_desc_n_major(kt + slab<K::BT>(ks * 16, col0), K::BT * 64 * 2));
-  wgmma_commit();
-}
 
 // Warpgroup 0: Q, the scores and softmax of every tile, the left half of O, and lse.
 __device__ __forceinline__ void scores_warpgroup(const DecodeArgs& a, const DecodeBlock& b, int ntiles,
@@ -143,19 +92,8 @@ __device__ __forceinline__ void scores_warpgroup(const DecodeArgs& a, const Deco
     reg_fence(o);
 
     // Online softmax of whole rows (a row's 64 scores lie in one quad); tokens from t_end on are masked.
-    const int tok0 = b.t_begin + it * K::BT + 2 * ln.t4;
-    float mx[2] = {kNegInf, kNegInf};
-#pragma unroll
-    for (int j = 0; j < K::SNT; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const bool ok = tok0 + j * 8 + e < b.t_end;
-        s[j][e] = ok ? s[j][e] * a.scale_log2 : kNegInf;
-        s[j][2 + e] = ok ? s[j][2 + e] * a.scale_log2 : kNegInf;
-        mx[0] = fmaxf(mx[0], s[j][e]);
-        mx[1] = fmaxf(mx[1], s[j][2 + e]);
-      }
-    const float m_tile[2] = {quad_max(mx[0]), quad_max(mx[1])};
+    float m_tile[2];
+    mask_scores(s, b.t_begin + it * K::BT + 2 * ln.t4, b.t_end, a.scale_log2, m_tile);
     float alpha[2];
     online_softmax(s, m_tile, m_run, l_run, alpha);
     uint32_t pk[K::SNT][2];

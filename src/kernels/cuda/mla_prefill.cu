@@ -1,4 +1,5 @@
-// Expanded MLA (prefill): MHA with per-head K = [k_nope | k_pe] (k_pe shared by the heads) and V, in
+// Expanded MLA (prefill): MHA with per-head K = [k_nope | k_pe] (k_pe shared by the heads) and V. The
+// dispatch takes the warp-specialized kernel (mla_prefill_ws.cu) where it fits; this file's kernel is in
 // the flash-attention-2 shape: a block (one warpgroup) owns 128 query rows of one head and streams
 // 64-token K/V tiles through shared memory. Both products run on wgmma: S = Q K^T with both operands
 // in shared memory, O += P V with P taken straight from the S registers (each warp owns whole rows, so
@@ -15,6 +16,7 @@
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
+#include "kernels/cuda/mla_prefill_ws.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -124,51 +126,18 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
 #pragma unroll
     for (int mi = 0; mi < K::MI; ++mi) reg_fence(s[mi]);
 
-      // Online softmax in log2 units; a row with nothing seen yet keeps m = -inf and p = 0.
 #pragma unroll
     for (int mi = 0; mi < K::MI; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int2 range = range_s[tile_row(mi, r)];
-        float mx = kNegInf;
-#pragma unroll
-        for (int n = 0; n < K::SNT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int tok = t0 + n * 8 + 2 * t4 + e;
-            float x = s[mi][n][2 * r + e] * a.scale_log2;
-            if (!full && (tok < range.x || tok >= range.y)) x = kNegInf;
-            s[mi][n][2 * r + e] = x;
-            mx = fmaxf(mx, x);
-          }
-        const float m_new = fmaxf(m_run[mi][r], quad_max(mx));
-        const float m_use = m_new == kNegInf ? 0.f : m_new;
-        const float alpha = exp2f(m_run[mi][r] - m_use);
-        m_run[mi][r] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < K::SNT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = exp2f(s[mi][n][2 * r + e] - m_use);
-            s[mi][n][2 * r + e] = p;
-            sum += p;
-          }
-        l_run[mi][r] = l_run[mi][r] * alpha + sum;
+        const float alpha = softmax_tile_row(s[mi], r, t0, t4, full, range_s[tile_row(mi, r)], a.scale_log2,
+                                             m_run[mi][r], l_run[mi][r]);
 #pragma unroll
         for (int n = 0; n < K::ONT; ++n) o[mi][n][2 * r] *= alpha, o[mi][n][2 * r + 1] *= alpha;
       }
-    // P as wgmma A fragments (the accumulator layout of S is the A layout, two n-tiles per k16).
     uint32_t pa[K::MI][K::BN / 16][4];
 #pragma unroll
-    for (int mi = 0; mi < K::MI; ++mi)
-#pragma unroll
-      for (int kk = 0; kk < K::BN / 16; ++kk) {
-        pa[mi][kk][0] = pack_bf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-        pa[mi][kk][1] = pack_bf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-        pa[mi][kk][2] = pack_bf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-        pa[mi][kk][3] = pack_bf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-      }
+    for (int mi = 0; mi < K::MI; ++mi) p_fragments(pa[mi], s[mi]);
     cp_async_wait<0>();
     fence_async_smem();
     __syncthreads();  // V_j visible to wgmma; every warp is done with K_j
@@ -258,17 +227,33 @@ void launch_wgmma(const Tensor& out, const Tensor& lse, const Tensor& q, const T
     launch_prefill<PrefillCfg<32, 16, 32>>(a, H, s);
 }
 
+// The specialized kernels where they fit (the warp-specialized one only if `warp_specialized`), else the
+// generic kernel.
+void dispatch_expanded(bool warp_specialized, const Tensor& out, const Tensor& lse, const Tensor& q,
+                       const Tensor& k_nope, const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                       const Tensor& row_kv_len, float scale, cudaStream_t s) {
+  check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
+  if (q.size(0) == 0 || q.size(1) == 0) return;
+  if (!wgmma_fits(out, q, k_nope, k_pe, v))
+    launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+  else if (warp_specialized && prefill_ws_fits(q, k_nope, k_pe, v))
+    launch_prefill_ws(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+  else
+    launch_wgmma(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+}
+
 }  // namespace
 
 void expanded_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope, const Tensor& k_pe,
                         const Tensor& v, const Tensor& row_kv_start, const Tensor& row_kv_len, float scale,
                         cudaStream_t s) {
-  check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
-  if (q.size(0) == 0 || q.size(1) == 0) return;
-  if (wgmma_fits(out, q, k_nope, k_pe, v))
-    launch_wgmma(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
-  else
-    launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+  dispatch_expanded(true, out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
+}
+
+void expanded_attention_one_warpgroup(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,
+                                      const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
+                                      const Tensor& row_kv_len, float scale, cudaStream_t s) {
+  dispatch_expanded(false, out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
 }
 
 void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k_nope,

@@ -197,13 +197,7 @@ __global__ void __launch_bounds__(kThreads) expanded_generic_kernel(const Generi
     }
     // P as A fragments: the accumulators of two adjacent n-tiles are the A fragment of one k16 step.
     uint32_t pa[kTokens / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kTokens / 16; ++kk) {
-      pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
+    p_fragments(pa, s);
     cp_async_wait<0>();
     __syncthreads();  // V_j visible; every warp is done with K_j
     if (j + 1 < ntiles) load_k(j + 1);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_types.cuh"
 #include "kernels/cuda/fp8_quant.cuh"
 #include "kernels/cuda/gemv_rows.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -70,6 +71,7 @@ template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     moe_gate_up_gemv_kernel(T* h, const T* x, int64_t x_stride, const T* w, int64_t w_expert_stride,
                             int64_t w_row_stride, const int32_t* offsets, const int32_t* row_of, int64_t I, int64_t d) {
+  pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
   __shared__ int64_t in_off[MAXR];
   const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
@@ -113,6 +115,7 @@ template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     moe_down_gemv_kernel(T* y, const T* h, const T* w, int64_t w_expert_stride, int64_t w_row_stride,
                          const int32_t* offsets, int64_t I, int64_t d) {
+  pdl_begin();
   __shared__ int64_t in_off[MAXR];
   const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
   if (count == 0) return;
@@ -154,6 +157,7 @@ __global__ void __launch_bounds__(kThreads)
     moe_gate_up_gemv_fp8_kernel(T* h, Fp8Rows x, int64_t x_rows, const uint8_t* w, int64_t w_expert_stride,
                                 int64_t w_row_stride, const float* ws, int64_t ws_expert_stride, int64_t ws_row_stride,
                                 const int32_t* offsets, const int32_t* row_of, int64_t I, int64_t d) {
+  pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
   __shared__ int64_t in_row[MAXR];
   const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
@@ -214,11 +218,11 @@ void moe_experts_gemv(Tensor y, Tensor h, const Tensor& x, const Tensor& gate_up
     using T = typename decltype(t)::type;
     dispatch_max_rows(max_rows, [&](auto maxr) {
       constexpr int MAXR = decltype(maxr)::value;
-      moe_gate_up_gemv_kernel<T, MAXR><<<dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st>>>(
+      launch_kernel(moe_gate_up_gemv_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st,
           h.ptr<T>(), x.ptr<T>(), x.stride(0), gate_up.ptr<T>(), gate_up.stride(0), gate_up.stride(1), offsets,
           row_of, I, d);
       SPLASH_CUDA_LAUNCHED();
-      moe_down_gemv_kernel<T, MAXR><<<dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st>>>(
+      launch_kernel(moe_down_gemv_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st,
           y.ptr<T>(), h.ptr<T>(), down.ptr<T>(), down.stride(0), down.stride(1), offsets, I, d);
       SPLASH_CUDA_LAUNCHED();
     });
@@ -241,12 +245,12 @@ void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, 
     using T = typename decltype(t)::type;
     dispatch_max_rows(max_rows, [&](auto maxr) {
       constexpr int MAXR = decltype(maxr)::value;
-      moe_gate_up_gemv_fp8_kernel<T, MAXR><<<dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st>>>(
+      launch_kernel(moe_gate_up_gemv_fp8_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st,
           h.ptr<T>(), x, n_rows, gw.ptr<uint8_t>(), gw.stride(0), gw.stride(1), gs.ptr<float>(), gs.stride(0),
           gs.stride(1), offsets, row_of, I, d);
       SPLASH_CUDA_LAUNCHED();
       quantize_rows_fp8(h, hq, hq_ld, hs, {entries}, st);  // as linear() quantizes down's input
-      rows_gemv_fp8_kernel<T, MAXR><<<dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st>>>(
+      launch_kernel(rows_gemv_fp8_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st,
           y.ptr<T>(), d, false, Fp8Rows{hq, hq_ld, hs}, entries, dw.ptr<uint8_t>(), dw.stride(0), dw.stride(1),
           ds.ptr<float>(), ds.stride(0), ds.stride(1), offsets, 0, I, d);
       SPLASH_CUDA_LAUNCHED();

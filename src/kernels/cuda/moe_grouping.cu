@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_types.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 
 namespace splash::cuda {
 namespace {
@@ -25,6 +26,7 @@ constexpr int kGroupEntriesPerThread = 2;
 __global__ void __launch_bounds__(kGroupThreads)
     moe_group_one_block_kernel(int32_t* offsets, int32_t* row_of, int32_t* pos_of, const int32_t* ids, int entries,
                                int k, int begin, int E) {
+  pdl_begin();
   using Scan = cub::BlockScan<int32_t, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int32_t first[kGroupThreads];  // per key: its entries so far, then its first sorted position
@@ -68,6 +70,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 
 // key = local expert index (E for entries routed elsewhere, sorted last), value = entry index.
 __global__ void moe_keys_kernel(int32_t* keys, int32_t* vals, const int32_t* ids, int64_t entries, int begin, int E) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < entries; i += int64_t{gridDim.x} * blockDim.x) {
     const int e = ids[i] - begin;
     keys[i] = (e >= 0 && e < E) ? e : E;
@@ -79,6 +82,7 @@ __global__ void moe_keys_kernel(int32_t* keys, int32_t* vals, const int32_t* ids
 // sorted entry i; pos_of[entry] = its sorted position, or -1 when routed elsewhere.
 __global__ void moe_index_kernel(int32_t* offsets, int32_t* row_of, int32_t* pos_of, const int32_t* keys,
                                  const int32_t* vals, int64_t entries, int E, int k) {
+  pdl_begin();
   const int64_t tid = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t e = tid; e <= E; e += step) {
     int64_t lo = 0, hi = entries;
@@ -104,16 +108,17 @@ ExpertGroups CudaBackend::group_by_expert(const Tensor& topk_ids, int expert_beg
   const cudaStream_t st = op_stream();
   ExpertGroups g{empty(DType::I32, {E + 1}), empty(DType::I32, {entries}), empty(DType::I32, {entries})};
   if (entries <= int64_t{kGroupThreads} * kGroupEntriesPerThread && E < kGroupThreads) {
-    moe_group_one_block_kernel<<<1, kGroupThreads, 0, st>>>(g.offsets.ptr<int32_t>(), g.row_of.ptr<int32_t>(),
-                                                            g.pos_of.ptr<int32_t>(), topk_ids.ptr<int32_t>(),
-                                                            static_cast<int>(entries), static_cast<int>(k),
-                                                            expert_begin, E);
+    launch_kernel(moe_group_one_block_kernel, 1, kGroupThreads, 0, st,
+        g.offsets.ptr<int32_t>(), g.row_of.ptr<int32_t>(),
+        g.pos_of.ptr<int32_t>(), topk_ids.ptr<int32_t>(),
+        static_cast<int>(entries), static_cast<int>(k),
+        expert_begin, E);
     SPLASH_CUDA_LAUNCHED();
     return g;
   }
   Tensor keys = empty(DType::I32, {entries}), vals = empty(DType::I32, {entries});
   Tensor keys_sorted = empty(DType::I32, {entries}), vals_sorted = empty(DType::I32, {entries});
-  moe_keys_kernel<<<grid_for(entries, 256), 256, 0, st>>>(keys.ptr<int32_t>(), vals.ptr<int32_t>(),
+  launch_kernel(moe_keys_kernel, grid_for(entries, 256), 256, 0, st, keys.ptr<int32_t>(), vals.ptr<int32_t>(),
                                                           topk_ids.ptr<int32_t>(), entries, expert_begin, E);
   SPLASH_CUDA_LAUNCHED();
   int end_bit = 1;
@@ -126,10 +131,11 @@ ExpertGroups CudaBackend::group_by_expert(const Tensor& topk_ids, int expert_beg
   SPLASH_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, keys.ptr<int32_t>(),
                                                     keys_sorted.ptr<int32_t>(), vals.ptr<int32_t>(),
                                                     vals_sorted.ptr<int32_t>(), entries, 0, end_bit, st));
-  moe_index_kernel<<<grid_for(entries + E + 1, 256), 256, 0, st>>>(g.offsets.ptr<int32_t>(), g.row_of.ptr<int32_t>(),
-                                                                   g.pos_of.ptr<int32_t>(), keys_sorted.ptr<int32_t>(),
-                                                                   vals_sorted.ptr<int32_t>(), entries, E,
-                                                                   static_cast<int>(k));
+  launch_kernel(moe_index_kernel, grid_for(entries + E + 1, 256), 256, 0, st,
+      g.offsets.ptr<int32_t>(), g.row_of.ptr<int32_t>(),
+      g.pos_of.ptr<int32_t>(), keys_sorted.ptr<int32_t>(),
+      vals_sorted.ptr<int32_t>(), entries, E,
+      static_cast<int>(k));
   SPLASH_CUDA_LAUNCHED();
   return g;
 }

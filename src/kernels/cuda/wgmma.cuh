@@ -87,15 +87,26 @@ __device__ __forceinline__ void wgmma_m64n256_ss(float (&d)[32][4], uint64_t a, 
 }
 #undef SPLASH_WGMMA_M64N256_SS
 
+// An m64n128 product with both operands K-major in shared memory, accumulating as above: SHAPE_TYPES
+// names the instruction's shape and types, IMMEDIATES what follows the scale-d predicate.
+#define SPLASH_WGMMA_M64N128_SS(SHAPE_TYPES, IMMEDIATES)                                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " SPLASH_WGMMA_N128_REGS ", %64, %65, p, " IMMEDIATES \
+               ";\n}\n"                                                                                    \
+               : SPLASH_WGMMA_N128_D(d)                                                                     \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)))
+
+// d[64 x 128] = A[64 x 16] B[16 x 128] + (accumulate ? d : 0) for bf16, B stored [n][k].
+__device__ __forceinline__ void wgmma_m64n128_bf16_ss(float (&d)[16][4], uint64_t a, uint64_t b, bool accumulate) {
+  SPLASH_WGMMA_M64N128_SS("m64n128k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+
 // d[64 x 128] = A[64 x 32] B[32 x 128] + (accumulate ? d : 0) for E4M3 codes, both operands K-major in
 // shared memory (B stored [n][k]; FP8 wgmma has no transposed forms). A slab row of 128 bytes holds 128
 // codes, so one k32 step is 32 bytes, as a bf16 k16 step is.
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[16][4], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " SPLASH_WGMMA_N128_REGS
-               ", %64, %65, p, 1, 1;\n}\n"
-               : SPLASH_WGMMA_N128_D(d)
-               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+  SPLASH_WGMMA_M64N128_SS("m64n128k32.f32.e4m3.e4m3", "1, 1");
 }
+#undef SPLASH_WGMMA_M64N128_SS
 
 }  // namespace splash::cuda
