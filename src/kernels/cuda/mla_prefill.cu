@@ -130,8 +130,10 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
     for (int mi = 0; mi < K::MI; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float alpha = softmax_tile_row(s[mi], r, t0, t4, full, range_s[tile_row(mi, r)], a.scale_log2,
-                                             m_run[mi][r], l_run[mi][r]);
+        const int2 range = range_s[tile_row(mi, r)];
+        const float alpha =
+            full ? softmax_tile_row<false>(s[mi], r, t0, t4, range, a.scale_log2, m_run[mi][r], l_run[mi][r])
+                 : softmax_tile_row<true>(s[mi], r, t0, t4, range, a.scale_log2, m_run[mi][r], l_run[mi][r]);
 #pragma unroll
         for (int n = 0; n < K::ONT; ++n) o[mi][n][2 * r] *= alpha, o[mi][n][2 * r + 1] *= alpha;
       }
@@ -234,7 +236,8 @@ void dispatch_expanded(bool warp_specialized, const Tensor& out, const Tensor& l
                        const Tensor& row_kv_len, float scale, cudaStream_t s) {
   check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
   if (q.size(0) == 0 || q.size(1) == 0) return;
-  if (!wgmma_fits(out, q, k_nope, k_pe, v))
+  // The wgmma kernels take a row's max on raw scores (attention_rows.cuh), which needs a positive scale.
+  if (!(scale > 0.f) || !wgmma_fits(out, q, k_nope, k_pe, v))
     launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
   else if (warp_specialized && prefill_ws_fits(q, k_nope, k_pe, v))
     launch_prefill_ws(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
