@@ -137,8 +137,8 @@ __device__ void consume(const WsArgs& a, const Barriers& b, const bf16* q_s, con
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < K::KSTEPS; ++ks)
-        wgmma_m64n128_bf16_ss(s, wgmma_desc(q_s + slab<K::BM>(c * 64, ks * 16)),
-                              wgmma_desc(k + slab<K::BN>(0, ks * 16)), ks > 0);
+        wgmma_m64n128_ss<bf16>(s, wgmma_desc(q_s + slab<K::BM>(c * 64, ks * 16)),
+                               wgmma_desc(k + slab<K::BN>(0, ks * 16)), ks > 0);
       wgmma_commit();
     };
     auto issue_pv = [&](int j) {
