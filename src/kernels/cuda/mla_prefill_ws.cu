@@ -145,7 +145,7 @@ __device__ void consume(const WsArgs& a, const Barriers& b, const bf16* q_s, con
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < K::KSTEPS; ++ks)
-        wgmma_m64n128_bf16_ss(s, qd + slab<K::BM>(0, ks * 16) * 2 / 16, kd + slab<K::BN>(0, ks * 16) * 2 / 16, ks > 0);
+        wgmma_m64n128_ss<bf16>(s, qd + slab<K::BM>(0, ks * 16) * 2 / 16, kd + slab<K::BN>(0, ks * 16) * 2 / 16, ks > 0);
       wgmma_commit();
     };
     auto issue_pv = [&](int j) {
