@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const Generi
   float* inv_s = reinterpret_cast<float*>(smem + L.inv);
   float* sc_s = reinterpret_cast<float*>(smem + L.scale);
 
+  release_split_merge();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
   const int split = rest % a.res.splits, n = rest / a.res.splits;

@@ -16,6 +16,13 @@ namespace splash::cuda::attn {
 constexpr int kSplitGranule = 64;  // split boundaries fall on multiples of this many tokens
 constexpr int kMaxSplits = 256;
 
+// Called first by every decode kernel: lets its split merge (combine_splits, a programmatic dependent
+// launch) be scheduled once every block of the kernel has started, so that the merge's launch latency
+// hides behind the kernel's tail; the merge's pdl_begin still waits for the kernel's completion.
+__device__ __forceinline__ void release_split_merge() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // Tokens [x, y) of split `split` of a row of `len` tokens: empty for splits past the row's end.
 __device__ __forceinline__ int2 split_tokens(int len, int splits, int split) {
   const int64_t chunk = (int64_t{len} + splits - 1) / splits;
@@ -75,11 +82,11 @@ struct SplitResults {
 };
 
 // The results of a launch of `head_groups` blocks per (row, split): the splits per row are the fewest
-// waves of blocks times the tokens each block handles (plus a fixed cost of about two tiles), for the
-// longest row kv's page table holds, every split keeping two tiles at least (rows and table width taken
-// at their powers of two, so that padding a step for a CUDA graph changes no split); with several, the
-// partials go to the buffer of stream s (one per device and stream, grown on demand and kept, so the
-// hot path allocates nothing).
+// waves of blocks times the tokens each block handles (plus a fixed cost of about two bf16 tiles' time,
+// about four tiles of an fp8 cache), for the longest row kv's page table holds, every split keeping two
+// tiles at least (rows and table width taken at their powers of two, so that padding a step for a CUDA
+// graph changes no split); with several, the partials go to the buffer of stream s (one per device and
+// stream, grown on demand and kept, so the hot path allocates nothing).
 SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s);
 
 // out, lse = the lse-weighted merge of the partials (r.splits > 1).
