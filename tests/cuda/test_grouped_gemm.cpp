@@ -64,7 +64,9 @@ TEST(GroupedGemmTileRows, FollowRowsPerExpert) {
   EXPECT_EQ(grouped_tile_rows(128 * 64 + 1, 64), GroupedTileRows::Rows256);
   EXPECT_EQ(grouped_tile_rows(2048 * 6, 64), GroupedTileRows::Rows256);   // V2-Lite, 2048 tokens: 192 rows
   EXPECT_EQ(grouped_tile_rows(2048 * 8, 256), GroupedTileRows::Rows128);  // V3, 2048 tokens: 64 rows
-  EXPECT_EQ(grouped_tile_rows(8192 * 8, 256), GroupedTileRows::Rows256);  // V3, 8192 tokens: 256 rows
+  EXPECT_EQ(grouped_tile_rows(224 * 64, 64), GroupedTileRows::Rows256);
+  EXPECT_EQ(grouped_tile_rows(224 * 64 + 1, 64), GroupedTileRows::Rows128);
+  EXPECT_EQ(grouped_tile_rows(8192 * 8, 256), GroupedTileRows::Rows128);  // V3, 8192 tokens: 256 rows
   EXPECT_EQ(grouped_tile_rows(0, 1), GroupedTileRows::Rows128);
 }
 
