@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_splits.cuh"
 
 namespace splash::cuda::attn {
@@ -65,9 +66,11 @@ __device__ __forceinline__ void add_scaled(float4& acc, float w, float4 x) {
 // then groups of threads sum interleaved subsets of the normalised partials for all column quads (many
 // independent loads in flight: with one row the whole merge is a few blocks) and the groups add up.
 // Rows of more than 2048 columns take several passes of one group. kC: the width, when the instance is
-// built for one (the specialized decode kernel's), else 0 for a.C.
+// built for one (the specialized decode kernel's), else 0 for a.C. Launched with programmatic dependent
+// launch, so that its launch overlaps the decode kernel's run.
 template <int kC, bool kVec>
 __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const SplitResults a) {
+  pdl_begin();
   const int C = kC ? kC : a.C;
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kCombineThreads / 32];
@@ -195,15 +198,11 @@ void combine_splits(const SplitResults& r, cudaStream_t s) {
   const bool vec =
       r.C % 4 == 0 && r.out_s0 % 2 == 0 && r.out_s1 % 2 == 0 && reinterpret_cast<uintptr_t>(r.out) % 4 == 0;
   const unsigned blocks = static_cast<unsigned>(int64_t{r.N} * r.H);
-  if (vec && r.C == 512)
-    combine_splits_kernel<512, true><<<blocks, kCombineThreads, 0, s>>>(r);
-  else if (vec && r.C == 64)
-    combine_splits_kernel<64, true><<<blocks, kCombineThreads, 0, s>>>(r);
-  else if (vec)
-    combine_splits_kernel<0, true><<<blocks, kCombineThreads, 0, s>>>(r);
-  else
-    combine_splits_kernel<0, false><<<blocks, kCombineThreads, 0, s>>>(r);
-  SPLASH_CUDA_LAUNCHED();
+  auto* kernel = vec && r.C == 512 ? combine_splits_kernel<512, true>
+                 : vec && r.C == 64 ? combine_splits_kernel<64, true>
+                 : vec              ? combine_splits_kernel<0, true>
+                                    : combine_splits_kernel<0, false>;
+  launch_kernel(kernel, dim3(blocks), dim3(kCombineThreads), 0, s, r);
 }
 
 }  // namespace splash::cuda::attn
