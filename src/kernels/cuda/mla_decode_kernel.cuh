@@ -21,13 +21,11 @@ struct DecodeArgs : PagedRows {
 };
 
 // A block's row n, split, first head h0 and tokens [t_begin, t_end). Block order puts the G head groups
-// of one (row, split) side by side, so the later groups' tile reads mostly hit L2. Every decode kernel
-// calls it first (release_split_merge).
+// of one (row, split) side by side, so the later groups' tile reads mostly hit L2.
 struct DecodeBlock {
   int n, split, h0, t_begin, t_end;
 };
 __device__ __forceinline__ DecodeBlock decode_block(const DecodeArgs& a, int heads_per_block) {
-  release_split_merge();
   const int hg = blockIdx.x % a.G, rest = blockIdx.x / a.G;
   const int split = rest % a.res.splits, n = rest / a.res.splits;
   const int2 span = split_tokens(a.row_len[n], a.res.splits, split);

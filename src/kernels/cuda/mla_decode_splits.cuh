@@ -16,13 +16,6 @@ namespace splash::cuda::attn {
 constexpr int kSplitGranule = 64;  // split boundaries fall on multiples of this many tokens
 constexpr int kMaxSplits = 256;
 
-// Called first by every decode kernel: lets its split merge (combine_splits, a programmatic dependent
-// launch) be scheduled once every block of the kernel has started, so that the merge's launch latency
-// hides behind the kernel's tail; the merge's pdl_begin still waits for the kernel's completion.
-__device__ __forceinline__ void release_split_merge() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-
 // Tokens [x, y) of split `split` of a row of `len` tokens: empty for splits past the row's end.
 __device__ __forceinline__ int2 split_tokens(int len, int splits, int split) {
   const int64_t chunk = (int64_t{len} + splits - 1) / splits;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 #include "kernels/cuda/mla_prefill_ws.cuh"
@@ -49,6 +50,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Block (head blockIdx.x, row tile): row tiles run last-first, since later causal rows see more tokens.
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const PrefillArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
   bf16* q_s = reinterpret_cast<bf16*>(smem + K::kQ);
@@ -184,7 +186,7 @@ template <class K>
 void launch_prefill(PrefillArgs a, int H, cudaStream_t s) {
   allow_dynamic_smem(reinterpret_cast<const void*>(expanded_prefill_kernel<K>), K::kSmem);
   a.row_tiles = (a.N + K::BM - 1) / K::BM;
-  expanded_prefill_kernel<K><<<dim3(H, a.row_tiles), K::kThreads, K::kSmem, s>>>(a);
+  launch_kernel(expanded_prefill_kernel<K>, dim3(H, a.row_tiles), K::kThreads, K::kSmem, s, a);
   SPLASH_CUDA_LAUNCHED();
 }
 

@@ -56,6 +56,7 @@
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/tensor_map.cuh"
 
 namespace splash::cuda {
@@ -255,6 +256,7 @@ __global__ void __launch_bounds__(K::kThreads, 1)
     expanded_prefill_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kn_map,
                                const __grid_constant__ CUtensorMap kp_map, const __grid_constant__ CUtensorMap v_map,
                                const WsArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // the swizzled tiles need 1024-byte alignment
   bf16* q_s = reinterpret_cast<bf16*>(smem + K::kQ);
@@ -329,8 +331,8 @@ void launch_prefill_ws(const Tensor& out, const Tensor& lse, const Tensor& q, co
   static_cast<ExpandedRows&>(a) = expanded_rows(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale);
   a.row_tiles = static_cast<int>((N + K::BM - 1) / K::BM);
   allow_dynamic_smem(reinterpret_cast<const void*>(expanded_prefill_ws_kernel<K>), K::kSmem);
-  expanded_prefill_ws_kernel<K>
-      <<<dim3(a.row_tiles, static_cast<unsigned>(H)), K::kThreads, K::kSmem, s>>>(q_map, kn_map, kp_map, v_map, a);
+  launch_kernel(expanded_prefill_ws_kernel<K>, dim3(a.row_tiles, static_cast<unsigned>(H)), K::kThreads, K::kSmem, s,
+                q_map, kn_map, kp_map, v_map, a);
   SPLASH_CUDA_LAUNCHED();
 }
 
