@@ -2,8 +2,7 @@
 // own limits measured in the same run: a device-to-device copy (bandwidth, for the memory-bound
 // absorbed decode) and a large bf16 cuBLAS GEMM (tensor-core rate, for the compute-bound prefill).
 // Where the seesaw decode kernel runs (bf16, heads a multiple of 64), the warp-specialized kernel it
-// replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs, and so are
-// its other schedules (absorbed_attention_seesaw_whole_release, absorbed_attention_seesaw_k0_mid_pair).
+// replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs.
 // Likewise the warp-specialized prefill kernel next to the one-warpgroup kernel it replaced
 // (expanded_attention_one_warpgroup).
 // Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
@@ -189,12 +188,11 @@ void bench_decode(double copy_gbs) {
       "\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context): a bf16 cache, then an fp8 cache\n"
       "(e4m3 + an f32 scale per token: %.0f bytes a token); limit: copy %.0f GB/s; fp8_speed = bf16 time / fp8 time;\n"
       "v5_*: the warp-specialized kernel on the same bf16 inputs where the seesaw one runs\n"
-      "(heads a multiple of 64), seesaw_speed = v5 time / time; whole_ms, midpair_ms: the seesaw kernel's other\n"
-      "schedules (SeesawRelease::kWhole, kK0MidPair; the default is kByHalves), *_speed = their time / time\n",
+      "(heads a multiple of 64), seesaw_speed = v5 time / time\n",
       C, kPage, token_bytes(DType::F8E4M3, W), copy_gbs);
-  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %12s %10s %11s %10s %13s %10s %10s %9s %10s %8s\n", "B",
-              "context", "H", "time_ms", "GB/s", "of_copy", "TFLOP/s", "v5_ms", "v5_TFLOP", "seesaw_speed", "whole_ms",
-              "whole_speed", "midpair_ms", "midpair_speed", "fp8_ms", "fp8_GB/s", "fp8_copy", "fp8_speed", "rotate");
+  std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %12s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
+              "GB/s", "of_copy", "TFLOP/s", "v5_ms", "v5_TFLOP", "seesaw_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
+              "fp8_speed", "rotate");
   std::mt19937 rng(5);
   std::vector<double> fp8_long_16;  // fp8_speed at 16 heads, B >= 16, context >= 16K (issue 17: >= 1.8x)
   for (int H : heads)
@@ -237,21 +235,13 @@ void bench_decode(double copy_gbs) {
         const double ms8 = time_pool(pool8, splash::cuda::absorbed_attention);
         const double ms_v5 =
             H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_warp_specialized) : 0.0;
-        const double ms_whole =
-            H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_seesaw_whole_release) : 0.0;
-        const double ms_mid = H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_seesaw_k0_mid_pair) : 0.0;
         const double rest = B * H * (W + C) * 2.0 + B * H * 4.0;  // q, out, lse
         const double gbs = (kv_bytes + rest) / ms / 1e6, gbs8 = (kv8_bytes + rest) / ms8 / 1e6;
         const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
         char v5[64] = "         -         -            -";
         if (ms_v5 > 0) std::snprintf(v5, sizeof v5, "%10.3f %9.0f %11.2fx", ms_v5, flops / ms_v5 / 1e9, ms_v5 / ms);
-        char others[80] = "         -           -          -             -";
-        if (ms_whole > 0)
-          std::snprintf(others, sizeof others, "%10.3f %10.2fx %10.3f %12.2fx", ms_whole, ms_whole / ms, ms_mid,
-                        ms_mid / ms);
-        std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms,
-                    gbs, 100.0 * gbs / copy_gbs, flops / ms / 1e9, v5, others, ms8, gbs8, 100.0 * gbs8 / copy_gbs,
-                    ms / ms8, rot);
+        std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
+                    100.0 * gbs / copy_gbs, flops / ms / 1e9, v5, ms8, gbs8, 100.0 * gbs8 / copy_gbs, ms / ms8, rot);
         if (H == 16 && B >= 16 && ctx >= 16384) fp8_long_16.push_back(ms / ms8);
       }
   if (!fp8_long_16.empty())

@@ -220,10 +220,6 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
       cuda::absorbed_attention_token_split(out, lse, q_dev, kv, c.scale, nullptr);
     else if (c.warp_specialized)
       cuda::absorbed_attention_warp_specialized(out, lse, q_dev, kv, c.scale, nullptr);
-    else if (c.seesaw_whole_release)
-      cuda::absorbed_attention_seesaw_whole_release(out, lse, q_dev, kv, c.scale, nullptr);
-    else if (c.seesaw_k0_mid_pair)
-      cuda::absorbed_attention_seesaw_k0_mid_pair(out, lse, q_dev, kv, c.scale, nullptr);
     else
       cuda::absorbed_attention(out, lse, q_dev, kv, c.scale, nullptr);
     check(cudaDeviceSynchronize());

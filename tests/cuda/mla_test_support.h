@@ -73,8 +73,6 @@ struct PagedCase {
   bool generic = false;      // the generic kernel whatever the shape
   bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
   bool warp_specialized = false;  // absorbed_attention_warp_specialized instead of the public dispatch
-  bool seesaw_whole_release = false;  // absorbed_attention_seesaw_whole_release instead of the public dispatch
-  bool seesaw_k0_mid_pair = false;    // absorbed_attention_seesaw_k0_mid_pair instead of the public dispatch
   // bf16 pools: every slot past its sequence's length (the tail of its last page, unused pages) holds NaN,
   // which no result may show (a kernel must not multiply a masked token's zero by it).
   bool nan_tail = false;

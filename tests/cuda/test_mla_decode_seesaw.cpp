@@ -77,36 +77,6 @@ TEST_F(SeesawDecode, OtherPagesFallBack) {
   }
 }
 
-// The seesaw kernel's other schedules (SeesawRelease::kWhole and kK0MidPair: the bench's A/B against
-// the default) at 0 to 3 blocks of 64 per split, splits of many pairs and pages of 64 and 16; and long
-// rows with a flat (0.1) and a peaked (0.3) softmax, whose running max moves between the two blocks
-// of a pair (kK0MidPair rescales P0 V0_R's sum after it is added).
-TEST_F(SeesawDecode, OtherSchedules) {
-  for (const bool mid_pair : {false, true}) {
-    for (int page : {64, 16}) {
-      SCOPED_TRACE(testing::Message() << "mid_pair " << mid_pair << " page " << page);
-      PagedCase c{128,
-                  512,
-                  64,
-                  page,
-                  {5000, 129, 128, 127, 65, 64, 1, 0},
-                  {{0, 5000}, {1, 129}, {2, 128}, {3, 127}, {4, 65}, {5, 64}, {6, 1}, {7, 0}}};
-      c.seesaw_whole_release = !mid_pair;
-      c.seesaw_k0_mid_pair = mid_pair;
-      c.nan_tail = true;
-      run_absorbed(c, 5500 + page + mid_pair);
-    }
-    for (const float scale : {0.1f, 0.3f}) {
-      SCOPED_TRACE(testing::Message() << "mid_pair " << mid_pair << " scale " << scale);
-      PagedCase c{128, 512, 64, 64, {20000, 3}, {{0, 20000}, {1, 3}, {0, 1}}, 24, scale};
-      c.seesaw_whole_release = !mid_pair;
-      c.seesaw_k0_mid_pair = mid_pair;
-      c.nan_tail = true;
-      run_absorbed(c, 5600 + 2 * mid_pair + (scale > 0.2f));
-    }
-  }
-}
-
 // The warp-specialized kernel where the seesaw one would run (absorbed_attention_warp_specialized, the
 // bench's comparison), on the same kind of inputs.
 TEST_F(SeesawDecode, WarpSpecializedKernelAtTheSameShapes) {

@@ -108,29 +108,4 @@ __device__ __forceinline__ void wgmma_m64n256_nt(float (&d)[32][4], uint64_t a, 
       : "l"(a), "l"(b), "r"(1));
 }
 
-// The two m64n128 products above on n-tiles J .. J + 15 (J 0 or 16) of a 64 x 256 accumulator, so that
-// one accumulator can be updated by halves: d[:, 8 J .. 8 J + 127] += A[64 x 16] B[16 x 128], A in registers
-// (rt) or K-major in shared memory (nt), B N-major in shared memory. A kernel that mixes these with the
-// m64n256 forms on the same accumulator gets its wgmma serialized by ptxas (C7511), so it uses one kind.
-template <int J>
-__device__ __forceinline__ void wgmma_m64n128_rt(float (&d)[32][4], const uint32_t (&a)[4], uint64_t b) {
-  static_assert(J == 0 || J == 16, "one of the two 128-column halves");
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      SPLASH_WGMMA_N128_REGS ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-      : SPLASH_WGMMA_D16(d, J)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-template <int J>
-__device__ __forceinline__ void wgmma_m64n128_nt(float (&d)[32][4], uint64_t a, uint64_t b) {
-  static_assert(J == 0 || J == 16, "one of the two 128-column halves");
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      SPLASH_WGMMA_N128_REGS ", %64, %65, p, 1, 1, 0, 1;\n}\n"
-      : SPLASH_WGMMA_D16(d, J)
-      : "l"(a), "l"(b), "r"(1));
-}
-
 }  // namespace splash::cuda::attn

@@ -49,12 +49,6 @@ void expanded_attention_generic(const Tensor& out, const Tensor& lse, const Tens
 // compare them.
 void absorbed_attention_warp_specialized(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
                                          float scale, cudaStream_t s);
-// absorbed_attention with the seesaw kernel's other schedules (SeesawRelease::kWhole and kK0MidPair,
-// mla_decode_seesaw.cuh) where it runs: for the tests and the bench's A/B against the default.
-void absorbed_attention_seesaw_whole_release(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                             const PagedKv& kv, float scale, cudaStream_t s);
-void absorbed_attention_seesaw_k0_mid_pair(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                           const PagedKv& kv, float scale, cudaStream_t s);
 void absorbed_attention_token_split(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,
                                     float scale, cudaStream_t s);
 

@@ -8,12 +8,10 @@
 // heads a multiple of 64 (V3's 128 per rank) runs the seesaw kernel of mla_decode_seesaw.cu where TMA
 // can address the pool, else the warp-specialized kernel of mla_decode_wg.cu, instead of this file's
 // 64-head instance; absorbed_attention_warp_specialized and absorbed_attention_token_split keep the
-// two older ones reachable for comparison, absorbed_attention_seesaw_whole_release and
-// absorbed_attention_seesaw_k0_mid_pair the seesaw kernel's other schedules.
+// two older ones reachable for comparison.
 // FP8 pools: the codes land in raw stages and are converted to one bf16 tile per step here (64 heads per
 // block, and C 64); at C 512 with up to 32 heads, where decode is memory-bound, mla_decode_fp8.cu reads
 // them straight into fragments. The token scales scale the scores and P (mla_decode_kernel.cuh).
-#include <optional>
 #include <type_traits>
 
 #include "kernels/cuda/attention_fp8.cuh"
@@ -306,23 +304,8 @@ void launch_decode(const DecodeArgs& a, cudaStream_t s) {
 }
 
 // Which kernel takes a bf16 cache at C 512 with heads a multiple of 64: the best that fits (seesaw, then
-// warp-specialized), or another one for tests and the bench (the seesaw kernel's other schedules, the
-// warp-specialized kernel, the token-split one).
-enum class WideHeads { kBest, kSeesawWholeRelease, kSeesawK0MidPair, kWarpSpecialized, kTokenSplit };
-
-// The seesaw schedule `wide` asks for, if any.
-std::optional<SeesawRelease> seesaw_release(WideHeads wide) {
-  switch (wide) {
-    case WideHeads::kBest:
-      return SeesawRelease::kByHalves;
-    case WideHeads::kSeesawWholeRelease:
-      return SeesawRelease::kWhole;
-    case WideHeads::kSeesawK0MidPair:
-      return SeesawRelease::kK0MidPair;
-    default:
-      return std::nullopt;
-  }
-}
+// warp-specialized), or an older one for tests and the bench.
+enum class WideHeads { kBest, kWarpSpecialized, kTokenSplit };
 
 // Heads per block as launch_tensor_core counted them: 16, 32 or 64. A bf16 cache at C 512 with heads a
 // multiple of 64 goes to the seesaw kernel (mla_decode_seesaw.cu) where it fits the pool, else to the
@@ -331,8 +314,7 @@ template <int C, int W, class T>
 void dispatch_heads(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s, WideHeads wide) {
   if constexpr (std::is_same_v<T, bf16> && C == 512)
     if (wide != WideHeads::kTokenSplit && a.res.H % kWgHeads == 0) {
-      if (const auto release = seesaw_release(wide); release && seesaw_fits(kv))
-        return launch_decode_seesaw(a, kv, s, *release);
+      if (wide == WideHeads::kBest && seesaw_fits(kv)) return launch_decode_seesaw(a, kv, s);
       return launch_decode_wg(a, s);
     }
   if constexpr (std::is_same_v<T, e4m3> && C == 512) {
@@ -409,16 +391,6 @@ void absorbed(const Tensor& out, const Tensor& lse, const Tensor& q, const Paged
 void absorbed_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv, float scale,
                         cudaStream_t s) {
   absorbed(out, lse, q, kv, scale, s, WideHeads::kBest);
-}
-
-void absorbed_attention_seesaw_whole_release(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                             const PagedKv& kv, float scale, cudaStream_t s) {
-  absorbed(out, lse, q, kv, scale, s, WideHeads::kSeesawWholeRelease);
-}
-
-void absorbed_attention_seesaw_k0_mid_pair(const Tensor& out, const Tensor& lse, const Tensor& q,
-                                            const PagedKv& kv, float scale, cudaStream_t s) {
-  absorbed(out, lse, q, kv, scale, s, WideHeads::kSeesawK0MidPair);
 }
 
 void absorbed_attention_warp_specialized(const Tensor& out, const Tensor& lse, const Tensor& q, const PagedKv& kv,

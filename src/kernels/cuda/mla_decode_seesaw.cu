@@ -33,12 +33,6 @@
 // (the other warpgroup's reads of a tile, its score product, end before a message the reissuer waits
 // for). The score products wait tile by tile, own half first: wg0 0-3, 8, 4-7; wg1 4-7, 8, 0-3. A P V
 // also waits on its V tiles' barriers (already complete: visibility for its wgmma and for the zeroing).
-// P0 V0_R and P1 V1_L end a pair, and the next pair's score products stall on the tiles they free. With
-// SeesawRelease::kByHalves (the default) each runs as two commit groups of m64n128 products, tiles 4-5
-// then 6-7 (0-1 then 2-3), and each two tiles are reissued once their group retires (wgmma_wait<1>, then
-// <0>), half a product before the other two, in the order the score products wait for them. Every P V
-// then uses m64n128: ptxas serialises all MMAs (C7511) when m64n256 and m64n128 products share O.
-// SeesawRelease::kWhole reissues each half after its whole m64n256 product (the bench's A/B).
 // In the last block, V rows past the split's end are zeroed by the warpgroup whose P V reads them, just
 // before it (stale slots may hold NaN, and 0 * NaN is NaN); their scores are -inf.
 //
@@ -67,30 +61,7 @@
 // V0_R tiles (complete once wg0 got past S0(i)). With 1 block (one pair, no K1), 2 (one full pair, no
 // reissue), 3 (a full pair reissuing K0 only, then a pair without K1) or more, every arrival above is
 // matched by one sync, every mbarrier phase waited on has its expect_tx issued, and no load is left in
-// flight at the end. (Per tile, this holds for kByHalves as for kWhole: each of a block's 9 tiles is
-// reissued by exactly one reload, after that tile's last read, and its waiters are unchanged.)
-//
-// SeesawRelease::kK0MidPair reorders the pair so that all of K0 is free mid-pair, and the next pair's S0
-// does not wait for memory (S1 then waits for K1 behind S0, wg0's softmax and P0 V0_L):
-//   wg0: S0; m0, scale0; P0 = 2^(S0 - m0) in registers and to sP0; arrive kM0 (m0 and sP0);
-//        O_L = O_L scale0 + P0 V0_L; wait, reissue K0 0-3 and 8; sync kS1 (m1, sP1), scale1;
-//        O_L = O_L scale1 + P1 V1_L (sP1); wait, reissue K1 0-3
-//   wg1: S1; sync kM0; scale0, m1, scale1; O_R = O_R scale0 + P0 V0_R (sP0), P1 to sP1 meanwhile; wait,
-//        reissue K0 4-7; arrive kS1 (m1, sP1, and sP0 read); O_R = O_R scale1 + P1 V1_R; wait, reissue
-//        K1 4-8
-// (so O_R = (O_R scale0 + P0 V0_R) scale1 + P1 V1_R, the row sums as above). Two named barriers a pair,
-// kP0 unused. No side arrives twice before the other's sync: wg0's kM0(i + 1) follows its kS1(i) sync,
-// which follows wg1's kM0(i) sync; wg1's kS1(i + 1) follows its kM0(i + 1) sync, which follows wg0's
-// kS1(i) sync. sP0(i + 1) is written after kS1(i), which wg1 arrives after its P0 V0_R(i) retired;
-// sP1(i + 1) after kM0(i + 1), which wg0 arrives after its P1 V1_L(i) retired; m0 and m1 as above. K0's
-// tiles 4-7 are reissued (and, in a last block, zeroed) by wg1 after kM0, which wg0 arrives after S0,
-// their phase's other waiter; K0's 0-3 and 8 and K1's 4-8 have one reader side; K1's 0-3 are reissued by
-// wg0 after kS1, which wg1 arrives after S1. Waits: wg0's pair i on K0 (its own reissues, and wg1's,
-// made before wg1's kS1(i - 1)) and kS1(i); wg1's on K1 (reissued by each side in pair i - 1 before it
-// waits on anything of pair i), kM0(i) (arrived before wg0 waits on kS1(i)) and its own K0 4-7. With 1,
-// 2, 3 or more blocks a split, as above, every arrival meets one sync, every phase waited on is armed,
-// and no load is left in flight.
-// Launched with programmatic dependent launch: pdl_begin comes before any global memory access.
+// flight at the end.
 #include <algorithm>
 
 #include "kernels/cuda/async_pipeline.cuh"
@@ -123,12 +94,6 @@ using K = SeesawCfg;
 
 enum SeesawBarrier : int { kM0 = 1, kS1, kP0, kLocal0, kLocal1, kFinal, kRopeRead };
 constexpr uint32_t kLeftTiles = 0x0f, kRightTiles = 0xf0, kRopeTile = 1u << K::kRope;
-// The V tiles of a half (kLeftTiles or kRightTiles) that pv_half<kGroups> frees before its last commit
-// group retires: none, or the first two (its first group's).
-template <int kGroups>
-constexpr uint32_t freed_early(uint32_t half) {
-  return kGroups == 1 ? 0 : half & 0x33;
-}
 
 // What both warpgroups address: the block's tokens, its shared memory, and the loads.
 struct Seesaw {
@@ -249,24 +214,14 @@ __device__ __forceinline__ void store_p(bf16* p_s, const Lane& ln, const uint32_
   fence_async_smem();
 }
 
-// O[:, col0 .. col0 + 256) += P V of `block` with P's fragments in registers, as m64n256 products
-// (kGroups 1) or pairs of m64n128 (kGroups 2: the shape pv_half<2> takes, see wgmma_m64n128_rt). One
-// commit group.
-template <int kGroups>
+// O[:, col0 .. col0 + 256) += P V of `block` with P's fragments in registers. One commit group.
 __device__ __forceinline__ void pv_registers(float (&o)[kHalfTiles][4], const uint32_t (&pa)[4][4], const bf16* kt,
                                              int col0) {
   reg_fence(o);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const bf16* v = kt + slab<K::BT>(ks * 16, col0);
-    if constexpr (kGroups == 1) {
-      wgmma_m64n256_rt(o, pa[ks], wgmma_desc_n_major(v, K::kTileElems * 2));
-    } else {
-      wgmma_m64n128_rt<0>(o, pa[ks], wgmma_desc_n_major(v, K::kTileElems * 2));
-      wgmma_m64n128_rt<kHalfTiles / 2>(o, pa[ks], wgmma_desc_n_major(v + 2 * K::kTileElems, K::kTileElems * 2));
-    }
-  }
+  for (int ks = 0; ks < 4; ++ks)
+    wgmma_m64n256_rt(o, pa[ks], wgmma_desc_n_major(kt + slab<K::BT>(ks * 16, col0), K::kTileElems * 2));
   wgmma_commit();
 }
 
@@ -302,11 +257,8 @@ __device__ __forceinline__ void finish(const Seesaw& ss, int wg, const Lane& ln,
 }
 
 // Warpgroup 0's pairs: S0, its softmax, O_L (o) with the running max m and its share l of the row sums.
-template <SeesawRelease kRelease>
 __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const Lane& ln, const uint32_t (&q_rope)[4][4],
                                                float (&o)[kHalfTiles][4], float (&m)[2], float (&l)[2]) {
-  constexpr int kGroups = kRelease == SeesawRelease::kByHalves ? 2 : 1;
-  constexpr bool kMidPair = kRelease == SeesawRelease::kK0MidPair;
   for (int j0 = 0; j0 < ss.nb; j0 += 2) {
     const int j1 = j0 + 1;
     float s[kScoreTiles][4];
@@ -323,24 +275,15 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
       l[r] *= scale0[r];
       if (ln.t4 == 0) ss.m(0)[ln.row0 + 8 * r] = m0;
     }
-    if constexpr (!kMidPair) bar_arrive(kM0, K::kThreads);
+    bar_arrive(kM0, K::kThreads);
     exponentiate(s, m, l);
     uint32_t pa[4][4];
     to_a_fragments(s, pa);
-    if constexpr (kMidPair) {
-      store_p(ss.p0(), ln, pa);  // relative to m0
-      bar_arrive(kM0, K::kThreads);
-    }
     ss.zero_dead_rows(j0, 0, kLocal0, tid);
     scale_rows(o, scale0[0], scale0[1]);
-    pv_registers<kGroups>(o, pa, ss.tiles(j0), 0);
-    if constexpr (kMidPair) {
-      wgmma_wait<0>();  // P0 V0_L: K0's tiles 0-3 and 8 are free
-      reg_fence(o);
-      ss.reload(j0 + 2, kLeftTiles | kRopeTile, kLocal0, tid);
-    }
+    pv_registers(o, pa, ss.tiles(j0), 0);
 
-    bar_sync(kS1, K::kThreads);  // m1 and sP1 (kMidPair: and sP0 read)
+    bar_sync(kS1, K::kThreads);  // m1 and sP1
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m1 = ss.m(1)[ln.row0 + 8 * r];
@@ -348,41 +291,32 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
       m[r] = m1;
       l[r] *= scale1[r];
     }
-    if constexpr (!kMidPair) {
-      wgmma_wait<0>();  // P0 V0_L: K0's tiles 0-3 and 8 are free, pa may change
-      reg_fence(o);
-      ss.reload(j0 + 2, kLeftTiles | kRopeTile, kLocal0, tid);
+    wgmma_wait<0>();  // P0 V0_L: K0's tiles 0-3 and 8 are free, pa may change
+    reg_fence(o);
+    ss.reload(j0 + 2, kLeftTiles | kRopeTile, kLocal0, tid);
 #pragma unroll
-      for (int j = 0; j < kScoreTiles; ++j)
+    for (int j = 0; j < kScoreTiles; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] *= scale1[e >> 1];
-      to_a_fragments(s, pa);
-      store_p(ss.p0(), ln, pa);
-      bar_arrive(kP0, K::kThreads);
-    }
+      for (int e = 0; e < 4; ++e) s[j][e] *= scale1[e >> 1];
+    to_a_fragments(s, pa);
+    store_p(ss.p0(), ln, pa);
+    bar_arrive(kP0, K::kThreads);
 
     if (j1 < ss.nb) {
       ss.wait_tiles(j1, kLeftTiles);
       ss.zero_dead_rows(j1, 0, kLocal0, tid);
       scale_rows(o, scale1[0], scale1[1]);
-      pv_half<kGroups>(o, ss.p1(), ss.tiles(j1), 0);
-      constexpr uint32_t first = freed_early<kGroups>(kLeftTiles);
-      if constexpr (kGroups == 2) {
-        wgmma_wait<1>();  // P1 V1_L's first half: K1's tiles 0-1 are free
-        ss.reload(j1 + 2, first, kLocal0, tid);
-      }
+      pv_half(o, ss.p1(), ss.tiles(j1), 0);
       wgmma_wait<0>();  // P1 V1_L: K1's tiles 0-3 are free; sP1 may be rewritten after this side's next kM0
       reg_fence(o);
-      ss.reload(j1 + 2, kLeftTiles & ~first, kLocal0, tid);
+      ss.reload(j1 + 2, kLeftTiles, kLocal0, tid);
     }
   }
 }
 
 // Warpgroup 1's pairs: S1, its softmax, O_R (o), m and l.
-template <SeesawRelease kRelease>
 __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const Lane& ln, const uint32_t (&q_rope)[4][4],
                                                float (&o)[kHalfTiles][4], float (&m)[2], float (&l)[2]) {
-  constexpr int kGroups = kRelease == SeesawRelease::kByHalves ? 2 : 1;
   for (int j0 = 0; j0 < ss.nb; j0 += 2) {
     const int j1 = j0 + 1;
     const bool has1 = j1 < ss.nb;
@@ -393,7 +327,7 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
       reg_fence(s);
       mask_scores(s, ss.first_token(j1) + 2 * ln.t4, ss.b.t_end, ss.a.scale_log2, mx);
     }
-    bar_sync(kM0, K::kThreads);  // m0 (kK0MidPair: and sP0)
+    bar_sync(kM0, K::kThreads);  // m0
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m0 = ss.m(0)[ln.row0 + 8 * r];
@@ -408,31 +342,6 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
       if (ln.t4 == 0) ss.m(1)[ln.row0 + 8 * r] = m[r];
     }
     uint32_t pa[4][4];
-    if constexpr (kRelease == SeesawRelease::kK0MidPair) {
-      // O_R = (O_R scale0 + P0 V0_R) scale1 + P1 V1_R, P0 relative to m0: K0 is free before P1's products.
-      scale_rows(o, scale0[0], scale0[1]);
-      ss.wait_tiles(j0, kRightTiles);
-      ss.zero_dead_rows(j0, kHalfCols, kLocal1, tid);
-      pv_half(o, ss.p0(), ss.tiles(j0), kHalfCols);
-      if (has1) {
-        exponentiate(s, m, l);
-        to_a_fragments(s, pa);
-        store_p(ss.p1(), ln, pa);
-      }
-      wgmma_wait<0>();  // P0 V0_R: K0's tiles 4-7 are free, and sP0 once this side arrives at kS1
-      reg_fence(o);
-      ss.reload(j0 + 2, kRightTiles, kLocal1, tid);
-      bar_arrive(kS1, K::kThreads);
-      scale_rows(o, scale1[0], scale1[1]);
-      if (has1) {
-        ss.zero_dead_rows(j1, kHalfCols, kLocal1, tid);
-        pv_registers<1>(o, pa, ss.tiles(j1), kHalfCols);
-        wgmma_wait<0>();  // P1 V1_R: K1's tiles 4-8 are free
-        reg_fence(o);
-        ss.reload(j1 + 2, kRightTiles | kRopeTile, kLocal1, tid);
-      }
-      continue;
-    }
     if (has1) {
       exponentiate(s, m, l);
       to_a_fragments(s, pa);
@@ -442,33 +351,27 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
     scale_rows(o, scale0[0] * scale1[0], scale0[1] * scale1[1]);
     if (has1) {
       ss.zero_dead_rows(j1, kHalfCols, kLocal1, tid);
-      pv_registers<kGroups>(o, pa, ss.tiles(j1), kHalfCols);
+      pv_registers(o, pa, ss.tiles(j1), kHalfCols);
     }
 
     bar_sync(kP0, K::kThreads);  // sP0
     ss.wait_tiles(j0, kRightTiles);
     ss.zero_dead_rows(j0, kHalfCols, kLocal1, tid);
-    pv_half<kGroups>(o, ss.p0(), ss.tiles(j0), kHalfCols);
+    pv_half(o, ss.p0(), ss.tiles(j0), kHalfCols);
     if (has1) {
-      wgmma_wait<kGroups>();  // P1 V1_R: K1's tiles 4-8 are free
+      wgmma_wait<1>();  // P1 V1_R: K1's tiles 4-8 are free
       ss.reload(j1 + 2, kRightTiles | kRopeTile, kLocal1, tid);
-    }
-    constexpr uint32_t first = freed_early<kGroups>(kRightTiles);
-    if constexpr (kGroups == 2) {
-      wgmma_wait<1>();  // P0 V0_R's first half: K0's tiles 4-5 are free
-      ss.reload(j0 + 2, first, kLocal1, tid);
     }
     wgmma_wait<0>();  // P0 V0_R: K0's tiles 4-7 are free; sP0 may be rewritten after this side's next kS1
     reg_fence(o);
-    ss.reload(j0 + 2, kRightTiles & ~first, kLocal1, tid);
+    ss.reload(j0 + 2, kRightTiles, kLocal1, tid);
   }
 }
 
-template <SeesawRelease kRelease>
 __global__ void __launch_bounds__(K::kThreads, 1)
     absorbed_decode_seesaw_kernel(const __grid_constant__ CUtensorMap pool_map, const DecodeArgs a) {
-  extern __shared__ __align__(1024) unsigned char smem[];
   pdl_begin();
+  extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's and TMA's swizzle atoms need 1024-byte alignment
   const DecodeBlock b = decode_block(a, K::HB);
   if (b.t_begin >= b.t_end) return store_empty_block<K>(a, b);
@@ -500,9 +403,9 @@ __global__ void __launch_bounds__(K::kThreads, 1)
   float o[kHalfTiles][4] = {};
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};  // running max (log2 units), this thread's share of the sums
   if (wg == 0)
-    left_warpgroup<kRelease>(ss, wg_tid, ln, q_rope, o, m, l);
+    left_warpgroup(ss, wg_tid, ln, q_rope, o, m, l);
   else
-    right_warpgroup<kRelease>(ss, wg_tid, ln, q_rope, o, m, l);
+    right_warpgroup(ss, wg_tid, ln, q_rope, o, m, l);
   finish(ss, wg, ln, o, m, l);
 }
 
@@ -517,7 +420,7 @@ bool seesaw_fits(const PagedKv& kv) {
          p.stride(1) >= K::W && p.stride(0) >= page * p.stride(1);
 }
 
-void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s, SeesawRelease release) {
+void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s) {
   SPLASH_CHECK(a.res.H % K::HB == 0 && a.G * K::HB == a.res.H && a.res.C == K::C && seesaw_fits(kv),
                "seesaw decode: heads a multiple of {} in groups of {}, C {}, a TMA-addressable bf16 pool", K::HB,
                K::HB, K::C);
@@ -527,12 +430,10 @@ void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s
       p.data(), DType::BF16, {static_cast<uint64_t>(K::W), page, static_cast<uint64_t>(p.size(0))},
       {static_cast<uint64_t>(p.stride(1)) * 2, static_cast<uint64_t>(p.stride(0)) * 2},
       {64, static_cast<uint32_t>(std::min<uint64_t>(page, K::BT)), 1});
-  auto* kernel = release == SeesawRelease::kByHalves    ? absorbed_decode_seesaw_kernel<SeesawRelease::kByHalves>
-                 : release == SeesawRelease::kK0MidPair ? absorbed_decode_seesaw_kernel<SeesawRelease::kK0MidPair>
-                                                        : absorbed_decode_seesaw_kernel<SeesawRelease::kWhole>;
-  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), K::kSmem);
+  allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_seesaw_kernel), K::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(K::kThreads), K::kSmem, s, map, a);
+  launch_kernel(absorbed_decode_seesaw_kernel, static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s, map, a);
+  SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }
 

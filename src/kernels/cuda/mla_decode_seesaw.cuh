@@ -13,15 +13,7 @@ namespace splash::cuda::attn {
 // multiple of 64 or 16 or 32 (a 64-token block then spans whole pages), 16-byte aligned base and strides.
 bool seesaw_fits(const PagedKv& kv);
 
-// When the P V products that end each pair (P0 V0_R, P1 V1_L) free their V tiles for the next block's
-// loads: after the whole product, or half of them after its first 128 columns (two n128 products; the
-// default: those loads start about half a product earlier, for more instructions).
-// kK0MidPair: the pair reordered so that all of K0 is free mid-pair (see mla_decode_seesaw.cu).
-enum class SeesawRelease { kWhole, kByHalves, kK0MidPair };
-
 // Runs it on a (a.G = H / 64 head groups) over kv's pool (seesaw_fits), then the merge of the splits.
-// Launched with programmatic dependent launch, as is the merge.
-void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s,
-                          SeesawRelease release = SeesawRelease::kByHalves);
+void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s);
 
 }  // namespace splash::cuda::attn

@@ -54,31 +54,14 @@ __device__ __forceinline__ void scale_rows(float (&o)[kHalfTiles][4], float al0,
 }
 
 // O[:, col0 .. col0 + 256) += P V: P swizzled [64][64] bf16 in shared memory, V the first C columns of the
-// tile at kt (slab layout of 64 token rows), read N-major. kGroups commit groups: 1 (four n256 k-steps), or
-// 2 (columns col0 .. + 127, then the rest, as n128 products), so that the first group's retirement frees
-// the first two 64-column tiles of V while the second runs.
-template <int kGroups = 1>
+// tile at kt (slab layout of 64 token rows), read N-major. One commit group.
 __device__ __forceinline__ void pv_half(float (&o)[kHalfTiles][4], const bf16* p_s, const bf16* kt, int col0) {
-  static_assert(kGroups == 1 || kGroups == 2, "whole, or by 128-column halves");
-  constexpr int kSteps = kTileTokens / 16, kSlab = kTileTokens * 64 * 2;
   reg_fence(o);
   wgmma_fence();
-  if constexpr (kGroups == 1) {
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      wgmma_m64n256_nt(o, wgmma_desc(p_s + swz<kTileTokens>(0, ks * 16)),
-                       wgmma_desc_n_major(kt + slab<kTileTokens>(ks * 16, col0), kSlab));
-  } else {
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      wgmma_m64n128_nt<0>(o, wgmma_desc(p_s + swz<kTileTokens>(0, ks * 16)),
-                          wgmma_desc_n_major(kt + slab<kTileTokens>(ks * 16, col0), kSlab));
-    wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      wgmma_m64n128_nt<kHalfTiles / 2>(o, wgmma_desc(p_s + swz<kTileTokens>(0, ks * 16)),
-                                       wgmma_desc_n_major(kt + slab<kTileTokens>(ks * 16, col0 + 128), kSlab));
-  }
+  for (int ks = 0; ks < kTileTokens / 16; ++ks)
+    wgmma_m64n256_nt(o, wgmma_desc(p_s + swz<kTileTokens>(0, ks * 16)),
+                     wgmma_desc_n_major(kt + slab<kTileTokens>(ks * 16, col0), kTileTokens * 64 * 2));
   wgmma_commit();
 }
 
