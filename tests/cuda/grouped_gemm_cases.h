@@ -54,7 +54,7 @@ class GroupedGemmTest : public CudaOps {
            std::to_string(c.K) + (c.gather ? " gathered " : " ") + std::string(dtype_name(c.dtype));
   }
   // Skewed expert sizes, bf16 and f16; n and K multiples of 16 that are off every tile (the 16-bit GEMM's
-  // 256 x 64, the FP8 GEMM's 128 x 128) by 16 or more.
+  // 256 x 64 and 128 x 64, the FP8 GEMM's 128 x 128) by 16 or more.
   static std::vector<GroupedCase> skewed_cases() {
     std::vector<int32_t> many(300, 0);  // 300 experts: most empty, one holding most rows, the rest 1-70 rows
     for (size_t g = 0; g < many.size(); g += 7) many[g] = 1 + static_cast<int32_t>(g * 13 % 70);
@@ -64,6 +64,7 @@ class GroupedGemmTest : public CudaOps {
         {{0, 257, 0, 3, 130}, 144, 528, false, DType::F16},      // empty experts, counts off the tiles
         {{0, 257, 0, 3, 130}, 144, 528, true, DType::BF16},
         {{64, 65, 1, 128, 129, 0}, 272, 80, true, DType::F16},   // at and around the row tiles and warpgroups
+        {{191, 192, 193, 256, 255, 0, 513}, 144, 208, true, DType::BF16},  // around the 256-row tiles' too
         {many, 144, 208, true, DType::BF16},
         {many, 144, 208, false, DType::F16},
         {{1, 200, 0, 64}, 2816, 1408, true, DType::BF16},        // V2-Lite's gate_up n with its down K

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -572,10 +573,10 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
     }
   }
   // Prefill-sized routed experts, uniform random top-k of N tokens: the grouped GEMM (one launch per
-  // projection, gather fused, offsets on the device) against one cuBLASLt GEMM per busy expert on rows
-  // gathered beforehand (the read-back path's GEMMs, its gather and host synchronisation not timed). At
-  // 2048 tokens V3's experts get ~64 rows each, so reading their weights bounds both (~64 FLOP per weight
-  // byte); 8192 tokens give ~256 rows.
+  // projection, gather fused, offsets on the device) in each tile shape against one cuBLASLt GEMM per busy
+  // expert on rows gathered beforehand (the read-back path's GEMMs, its gather and host synchronisation not
+  // timed). At 2048 tokens V3's experts get ~64 rows each, so reading their weights bounds both (~64 FLOP
+  // per weight byte); 8192 tokens give ~256 rows. V2-Lite's 2048 tokens give ~192.
   struct GroupedShape {
     const char* name;
     int64_t N, E, k, d, I;
@@ -611,10 +612,12 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
       const double flop = 2.0 * entries * p.w.size(1) * p.w.size(2);
       const std::string shape = std::string(m.name) + " N=" + std::to_string(N) + " " + p.name +
                                 " n=" + std::to_string(p.w.size(1)) + " K=" + std::to_string(p.w.size(2));
-      report("grouped GEMM " + shape, time_ms(20, [&] {
-               cuda_grouped_gemm(gpu(), p.out, p.in, p.gather ? groups.row_of : Tensor{}, p.w, groups.offsets);
-             }),
-             flop, "TFLOP/s");
+      for (const auto& [tile, tile_name] : {std::pair{GroupedTileRows::Rows128, "128x256 tiles "},
+                                            std::pair{GroupedTileRows::Rows256, "256x128 tiles "}})
+        report("grouped GEMM " + std::string(tile_name) + shape, time_ms(20, [&] {
+                 cuda_grouped_gemm(gpu(), p.out, p.in, p.gather ? groups.row_of : Tensor{}, p.w, groups.offsets, tile);
+               }),
+               flop, "TFLOP/s");
       const Tensor& rows = p.gather ? xs : p.in;
       report("cuBLASLt per expert " + shape, time_ms(20, [&] {
                for (int64_t e = 0; e < m.E; ++e)
@@ -633,10 +636,11 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
            2.0 * entries * 3 * m.I * m.d, "TFLOP/s");
   }
   // FP8 experts of V2-Lite (block-scaled codes), N = 64 (decode) and 2048 (prefill) tokens: the grouped FP8
-  // GEMM on inputs quantized beforehand against what ran before it, one cuBLASLt block-scaled GEMM per
-  // expert through linear() (which quantizes each expert's rows itself): on N rows per expert where E N
-  // fits the padded layout (kPaddedRowsMax = 8192), else on each expert's rows rounded up to 4 (the
-  // read-back layout, its host synchronisation not timed). Then the whole moe_experts, now the grouped path.
+  // GEMM (each tile shape) on inputs quantized beforehand against what ran before it, one cuBLASLt
+  // block-scaled GEMM per expert through linear() (which quantizes each expert's rows itself): on N rows
+  // per expert where E N fits the padded layout (kPaddedRowsMax = 8192), else on each expert's rows rounded
+  // up to 4 (the read-back layout, its host synchronisation not timed). Then the whole moe_experts, now
+  // the grouped path.
   {
     const int64_t E = 64, k = 6, d = 2048, I = 1408;
     // Device FP8 codes of moderate values (|v| <= 1.75) tiled from one random block, scales 2^-6.
@@ -693,11 +697,13 @@ TEST_F(CudaOps, DISABLED_PerfReport) {
         const double flop = 2.0 * entries * p.w.w.size(1) * p.w.w.size(2);
         const std::string shape = "V2-Lite N=" + std::to_string(N) + " " + p.name + " n=" +
                                   std::to_string(p.w.w.size(1)) + " K=" + std::to_string(p.w.w.size(2));
-        report("FP8 grouped GEMM " + shape, time_ms(20, [&] {
-                 cuda_grouped_gemm_fp8(gpu(), p.out, p.q, p.scales, p.gather ? groups.row_of : Tensor{}, p.w,
-                                       groups.offsets);
-               }),
-               flop, "TFLOP/s");
+        for (const auto& [tile, tile_name] : {std::pair{GroupedTileRows::Rows128, "128-row tiles "},
+                                              std::pair{GroupedTileRows::Rows256, "256-row tiles "}})
+          report("FP8 grouped GEMM " + std::string(tile_name) + shape, time_ms(20, [&] {
+                   cuda_grouped_gemm_fp8(gpu(), p.out, p.q, p.scales, p.gather ? groups.row_of : Tensor{}, p.w,
+                                         groups.offsets, tile);
+                 }),
+                 flop, "TFLOP/s");
         report("FP8 cuBLASLt per expert " + shape, time_ms(20, [&] {
                  for (int64_t e = 0; e < E; ++e)
                    if (starts[e + 1] > starts[e])

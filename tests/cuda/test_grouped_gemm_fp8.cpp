@@ -1,9 +1,10 @@
-// The FP8 grouped GEMM alone (cuda_grouped_gemm_fp8) against a host product of the very codes and scales
-// on the device: random E4M3 codes, activation scales per (row, 128-wide K block) and weight scales per
-// 128 x 128 block, each at its own power of two (a scale read for the wrong row, column block or K block
-// shows); the cases of the 16-bit grouped GEMM's test (grouped_gemm_cases.h: skewed expert sizes, n and K
-// off the 128-column and 128-deep tiles, with and without the row gather, 1 to 1024 experts) and an f32
-// output. d has rows past the experts' rows, poisoned with NaN, which must stay unwritten.
+// The FP8 grouped GEMM alone (cuda_grouped_gemm_fp8), each tile shape forced (128 and 256 rows), against a
+// host product of the very codes and scales on the device: random E4M3 codes, activation scales per (row,
+// 128-wide K block) and weight scales per 128 x 128 block, each at its own power of two (a scale read for
+// the wrong row, column block or K block shows); the cases of the 16-bit grouped GEMM's test
+// (grouped_gemm_cases.h: skewed expert sizes, n and K off the 128-column and 128-deep tiles, with and
+// without the row gather, 1 to 1024 experts) and an f32 output. d has rows past the experts' rows,
+// poisoned with NaN, which must stay unwritten.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +39,12 @@ class GroupedGemmFp8 : public test::GroupedGemmTest {
     return std::ldexp(m(rng_), e(rng_)) / 448.0f;
   }
 
+  // The case under each tile shape.
   void check(const GroupedCase& c, const std::string& what) {
+    check(c, GroupedTileRows::Rows128, what + " 128-row tiles");
+    check(c, GroupedTileRows::Rows256, what + " 256-row tiles");
+  }
+  void check(const GroupedCase& c, GroupedTileRows tile, const std::string& what) {
     const int64_t E = static_cast<int64_t>(c.counts.size()), Kb = fp8_blocks(c.K), Nb = fp8_blocks(c.n);
     const Grouping g = grouping(c);
     Tensor a = codes({g.a_rows, c.K}), a_scales = cpu_tensor(DType::F32, {Kb * g.a_rows});  // block-major
@@ -54,7 +60,7 @@ class GroupedGemmFp8 : public test::GroupedGemmTest {
     gpu().copy(w_scales_d, w_scales_h);
     Tensor d = poisoned({g.total + kSpare, c.n}, c.dtype);
     cuda_grouped_gemm_fp8(gpu(), d, gpu().upload(a, DType::F8E4M3), dev(a_scales, DType::F32), row_of_dev(g),
-                          Weight{gpu().upload(w, DType::F8E4M3), w_scales_d}, offsets_dev(g));
+                          Weight{gpu().upload(w, DType::F8E4M3), w_scales_d}, offsets_dev(g), tile);
 
     const float* lut = fp8_decode_table();
     Tensor ref = cpu_tensor(DType::F32, {g.total, c.n});

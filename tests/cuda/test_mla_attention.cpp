@@ -328,6 +328,14 @@ TEST_F(ExpandedAttention, WarpSpecializedEmptyBlockAndWindows) {
 // A long context: 32 tiles, each stage reused 16 times.
 TEST_F(ExpandedAttention, WarpSpecializedLongContext) { run_expanded(chunked_case(2, 64, 4000), 3700); }
 
+// A negative scale at the warp-specialized kernel's shapes: the wgmma kernels take a row's max on raw
+// scores, which would be the wrong end of the row here, so the dispatch must send it to the generic kernel.
+TEST_F(ExpandedAttention, NegativeScaleAtBuiltShapes) {
+  ExpandedCase c = chunked_case(4, 129, 700);
+  c.scale = -0.1f;
+  run_expanded(c, 3900);
+}
+
 // The one-warpgroup kernel at the warp-specialized kernel's shapes (the bench times the two).
 TEST_F(ExpandedAttention, OneWarpgroupAtWarpSpecializedShapes) {
   ExpandedCase c = chunked_case(16, 129, 700);

@@ -157,6 +157,18 @@ TEST_F(AbsorbedAttentionFp8, OddWidthsUnalignedViews) {
   run_absorbed(b, 4102);
 }
 
+// The merge of the splits over column ranges (few (row, head) pairs: each pair's columns go to several
+// blocks): one 16-head row at 512 + 64 split over every SM, beside an empty row; and C 301 (no 4-column
+// vectors, a range ending in a partial quad) through the generic kernel, with an empty row.
+TEST_F(AbsorbedAttentionFp8, SplitMergeOverColumnRanges) {
+  PagedCase one = fp8({16, 512, 64, 64, {16384, 1}, {{0, 16384}, {1, 0}}});
+  one.scale = 0.1f;
+  run_absorbed(one, 4150);
+  PagedCase odd = fp8({3, 301, 3, 16, {2000, 40}, {{0, 2000}, {1, 0}, {1, 40}}});
+  odd.scale = 0.1f;
+  run_absorbed(odd, 4151);
+}
+
 // The widest latent the generic kernel holds (C 2048): one stage of shared memory, 16 units per warp.
 TEST_F(AbsorbedAttentionFp8, WidestLatentOneStage) {
   PagedCase c = fp8({20, 2048, 64, 64, {700, 90}, {{0, 700}, {1, 90}, {0, 0}, {0, 129}}});

@@ -109,25 +109,28 @@ __device__ __forceinline__ RowBounds block_row_bounds(const int32_t* row_start, 
 
 // One row's step of the online softmax (log2 units) over a tile of scores held as a wgmma accumulator
 // (the mma m16n8 layout per warp): the row's raw scores are s[n][2 r + e], token t0 + 8 n + 2 t4 + e for
-// lane t4 of its quad; tokens outside `range` are masked unless the tile is `full`. Turns them into p in
-// place, updates the row's running max and this thread's part of its sum, and returns the factor that
-// rescales the row's output. A row with nothing seen yet keeps m = -inf and p = 0.
-template <int NT>
-__device__ __forceinline__ float softmax_tile_row(float (&s)[NT][4], int r, int t0, int t4, bool full, int2 range,
+// lane t4 of its quad; with kMasked, tokens outside `range` are masked (a tile inside the span every row
+// of the block covers needs no mask, and skipping it saves three instructions a score). Turns them into
+// p in place, updates the row's running max (log2 units) and this thread's part of its sum, and returns
+// the factor that rescales the row's output. A row with nothing seen yet keeps m = -inf and p = 0. The
+// max is taken on raw scores and each p is one FFMA and one ex2, which needs scale_log2 > 0.
+template <bool kMasked, int NT>
+__device__ __forceinline__ float softmax_tile_row(float (&s)[NT][4], int r, int t0, int t4, int2 range,
                                                   float scale_log2, float& m_run, float& l_run) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  if constexpr (kMasked) {
+    // Token t0 + 2 t4 + c lies in the range iff lo <= c < hi.
+    const int lo = range.x - t0 - 2 * t4, hi = range.y - t0 - 2 * t4;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (n * 8 + e < lo || n * 8 + e >= hi) s[n][2 * r + e] = kMinusInf;
+  }
   float mx = kMinusInf;
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int tok = t0 + n * 8 + 2 * t4 + e;
-      float x = s[n][2 * r + e] * scale_log2;
-      if (!full && (tok < range.x || tok >= range.y)) x = kMinusInf;
-      s[n][2 * r + e] = x;
-      mx = fmaxf(mx, x);
-    }
-  const float m_new = fmaxf(m_run, quad_max(mx));
+  for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+  const float m_new = fmaxf(m_run, quad_max(mx) * scale_log2);
   const float m_use = m_new == kMinusInf ? 0.f : m_new;
   const float alpha = exp2_ftz(m_run - m_use);
   m_run = m_new;
@@ -136,7 +139,7 @@ __device__ __forceinline__ float softmax_tile_row(float (&s)[NT][4], int r, int 
   for (int n = 0; n < NT; ++n)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const float p = exp2_ftz(s[n][2 * r + e] - m_use);
+      const float p = exp2_ftz(fmaf(s[n][2 * r + e], scale_log2, -m_use));
       s[n][2 * r + e] = p;
       sum += p;
     }

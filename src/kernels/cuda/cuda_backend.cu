@@ -171,13 +171,13 @@ void check_grouping(const Tensor& offsets, const Tensor& row_of, const Tensor& w
 const int32_t* rows_or_null(const Tensor& row_of) { return row_of.defined() ? row_of.ptr<int32_t>() : nullptr; }
 }  // namespace
 
-void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets) {
+void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets, GroupedTileRows tile) {
   check_grouping(offsets, row_of, w);
-  cuda::grouped_gemm(d, a, rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute());
+  cuda::grouped_gemm(d, a, rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute(), tile);
 }
 
 void cuda_grouped_gemm_fp8(Backend& be, Tensor d, Tensor a_codes, Tensor a_scales, Tensor row_of, const Weight& w,
-                           Tensor offsets) {
+                           Tensor offsets, GroupedTileRows tile) {
   check_grouping(offsets, row_of, w.w);
   const int64_t rows = a_codes.size(0), K = a_codes.size(1);
   SPLASH_CHECK(a_codes.dtype() == DType::F8E4M3 && a_codes.ndim() == 2 && a_codes.stride(1) == 1 &&
@@ -186,7 +186,7 @@ void cuda_grouped_gemm_fp8(Backend& be, Tensor d, Tensor a_codes, Tensor a_scale
                "grouped_gemm_fp8: codes {} scales {} for w {}", a_codes.shape_str(), a_scales.shape_str(),
                w.w.shape_str());
   cuda::grouped_gemm_fp8(d, {a_codes.ptr<uint8_t>(), a_codes.stride(0), a_scales.ptr<float>()}, rows,
-                         rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute());
+                         rows_or_null(row_of), w, offsets.ptr<int32_t>(), cuda_backend(be).compute(), tile);
 }
 
 int64_t cuda::CudaBackend::total_memory_bytes() const {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "kernels/cuda/grouped_tile_rows.h"
 
 namespace splash {
 
@@ -39,12 +40,15 @@ struct ExpertGroups {
 ExpertGroups cuda_group_by_expert(Backend& be, Tensor topk_ids, int expert_begin, int experts);
 // moe_experts' grouped GEMM alone (tests; grouped_gemm.cuh): for each expert g of w [E, n, K] and sorted
 // row r in [offsets[g], offsets[g + 1]), d[r] = a[row_of[r]] w[g]^T (a[r] when row_of is undefined).
-// offsets and row_of are device I32; d's rows from offsets[E] on are left unwritten.
-void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets);
+// offsets and row_of are device I32; d's rows from offsets[E] on are left unwritten. `rows` forces a tile
+// shape (tests and benchmarks run each).
+void cuda_grouped_gemm(Backend& be, Tensor d, Tensor a, Tensor row_of, Tensor w, Tensor offsets,
+                       GroupedTileRows rows = GroupedTileRows::ByRowsPerExpert);
 // Its FP8 form alone (tests; grouped_gemm_fp8.cuh): a_codes F8E4M3 [a_rows, K] (row stride a multiple of
 // 16) with block-major scales a_scales F32 [fp8_blocks(K) * a_rows], w FP8 codes [E, n, K] with 128 x 128
 // block scales; d[r] = the block-scaled product of a[row_of[r]] (a[r] when row_of is undefined) and w[g].
+// `rows` forces a tile shape, as above.
 void cuda_grouped_gemm_fp8(Backend& be, Tensor d, Tensor a_codes, Tensor a_scales, Tensor row_of, const Weight& w,
-                           Tensor offsets);
+                           Tensor offsets, GroupedTileRows rows = GroupedTileRows::ByRowsPerExpert);
 
 }  // namespace splash

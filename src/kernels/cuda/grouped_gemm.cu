@@ -1,7 +1,10 @@
-// The grouped GEMM of the routed experts (grouped_gemm.cuh) on Hopper wgmma. Tiles of 128 sorted rows of
-// one expert by 256 output columns, two warpgroups of 64 rows each, K in steps of 64 through a 4-stage
-// cp.async pipeline (cp.async gathers the rows, which TMA cannot on Hopper) in the 128-byte-swizzle slab
-// layout wgmma reads. Persistent blocks walk the tile list of grouped_tiles.cuh.
+// The grouped GEMM of the routed experts (grouped_gemm.cuh) on Hopper wgmma, in two tile shapes: 128
+// sorted rows of one expert by 256 output columns (two warpgroups, m64n256), or 256 rows by 128 columns
+// (four warpgroups, m64n128), under which an expert of up to 256 rows reads each weight once rather than
+// once per 128-row block (neighbouring blocks drift apart, and L2 does not keep the weights for the second
+// read). Each warpgroup owns 64 rows of the tile; K goes in steps of 64 through a 4-stage cp.async
+// pipeline (cp.async gathers the rows, which TMA cannot on Hopper) in the 128-byte-swizzle slab layout
+// wgmma reads. Persistent blocks walk the tile list of grouped_tiles.cuh.
 #include "kernels/cuda/grouped_gemm.cuh"
 
 #include <climits>
@@ -15,16 +18,35 @@
 namespace splash::cuda {
 namespace {
 
-constexpr int kBM = 128, kBN = 256, kBK = 64;  // tile rows, columns, K step (one 128-byte slab row)
-constexpr int kStages = 4;
-constexpr int kThreads = 256;  // two warpgroups, rows 0-63 and 64-127 of a tile
-constexpr int kStageElems = (kBM + kBN) * kBK;                // A rows, then B (weight) rows
-constexpr int kSmemBytes = kStages * kStageElems * 2 + 1024;  // + alignment to wgmma's 1024-byte atoms
-using Schedule = GroupedSchedule<kBM, kBN, kThreads>;
-static_assert(kSmemBytes + sizeof(Schedule::Shared) + 1024 <= 227 * 1024, "stages and the schedule fit an SM");
+// A tile of BM rows (one warpgroup per 64) by BN columns; both shapes fill a stage with 48 KB.
+template <int BM, int BN>
+struct TileShape {
+  static constexpr int kBM = BM, kBN = BN, kBK = 64;  // K step: one 128-byte slab row
+  static constexpr int kStages = 4;
+  static constexpr int kThreads = BM / 64 * 128;
+  static constexpr int kStageElems = (BM + BN) * kBK;                  // A rows, then B (weight) rows
+  static constexpr int kSmemBytes = kStages * kStageElems * 2 + 1024;  // + alignment to wgmma's 1024-byte atoms
+  using Schedule = GroupedSchedule<BM, BN, kThreads>;
+  static_assert(kSmemBytes + sizeof(typename Schedule::Shared) + 1024 <= 227 * 1024,
+                "stages and the schedule fit an SM");
+};
+using Rows128 = TileShape<128, 256>;
+using Rows256 = TileShape<256, 128>;
 
-template <class T>
-__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const GroupedArgs<T, T> p) {
+// A warpgroup's 64 x BN product of one k16 step.
+template <class T, int BN>
+__device__ __forceinline__ void wgmma_ss(float (&acc)[BN / 8][4], uint64_t a, uint64_t b, bool accumulate) {
+  if constexpr (BN == 256)
+    wgmma_m64n256_ss<T>(acc, a, b, accumulate);
+  else
+    wgmma_m64n128_ss<T>(acc, a, b, accumulate);
+}
+
+template <class Shape, class T>
+__global__ void __launch_bounds__(Shape::kThreads, 1) grouped_gemm_kernel(const GroupedArgs<T, T> p) {
+  constexpr int kBM = Shape::kBM, kBN = Shape::kBN, kBK = Shape::kBK, kStages = Shape::kStages;
+  constexpr int kStageElems = Shape::kStageElems;
+  using Schedule = typename Shape::Schedule;
   pdl_begin();
   extern __shared__ uint8_t smem_raw[];
   __shared__ typename Schedule::Shared sched_smem;
@@ -34,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const Grouped
   if (steps == 0) return;
   const int tid = threadIdx.x;
 
-  using Loader = GroupedLoader<kBM, kBN, kThreads, T>;
+  using Loader = GroupedLoader<kBM, kBN, Shape::kThreads, T>;
   static_assert(Loader::kBK == kBK && Loader::kStageHalves == kStageElems, "one 128-byte slab row per step");
   Loader loader;
   auto load = [&](int s) {
@@ -54,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const Grouped
   if (steps > 1) load(1);
   cp_async_commit();
   const int wg = tid / 128;
-  float acc[32][4] = {};  // each tile's first MMA overwrites it
+  float acc[kBN / 8][4] = {};  // each tile's first MMA overwrites it
   GroupedTile ct{};
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<1>();
@@ -65,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const Grouped
     const int kt = s % k_tiles;
     if (kt == 0) ct = sched.tile_of_step(s);
     // A warpgroup whose 64 rows are all past the expert's rows skips its MMAs (the last row block of an
-    // expert often holds fewer than 64 rows).
+    // expert often holds fewer rows than the tile).
     const bool busy = wg * 64 < ct.rows;
     if (busy) {
       const T* sa = smem + (s % kStages) * kStageElems;
@@ -73,8 +95,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const Grouped
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks)
-        wgmma_m64n256_ss<T>(acc, wgmma_desc(sa + slab<kBM>(wg * 64, ks * 16)), wgmma_desc(sb + slab<kBN>(0, ks * 16)),
-                            kt > 0 || ks > 0);
+        wgmma_ss<T, kBN>(acc, wgmma_desc(sa + slab<kBM>(wg * 64, ks * 16)), wgmma_desc(sb + slab<kBN>(0, ks * 16)),
+                         kt > 0 || ks > 0);
       wgmma_commit();
     }
     if (kt + 1 < k_tiles) {
@@ -89,11 +111,21 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const Grouped
   wgmma_wait<0>();  // nothing is in flight here (the last step waited), but ptxas cannot tell
 }
 
-template <class T>
+template <class Shape, class T>
 void launch(const Tensor& d, const Tensor& a, const int32_t* row_of, const Tensor& w, const int32_t* offsets,
             cudaStream_t st) {
   const GroupedArgs<T, T> args = grouped_args<T>(d, a.ptr<T>(), a.stride(0), row_of, w, offsets);
-  launch_grouped<kBM, kBN, kThreads>(&grouped_gemm_kernel<T>, args, args, d.size(0), kSmemBytes, st);
+  launch_grouped<Shape::kBM, Shape::kBN, Shape::kThreads>(&grouped_gemm_kernel<Shape, T>, args, args, d.size(0),
+                                                          Shape::kSmemBytes, st);
+}
+
+template <class T>
+void launch(GroupedTileRows rows, const Tensor& d, const Tensor& a, const int32_t* row_of, const Tensor& w,
+            const int32_t* offsets, cudaStream_t st) {
+  if (rows == GroupedTileRows::Rows256)
+    launch<Rows256, T>(d, a, row_of, w, offsets, st);
+  else
+    launch<Rows128, T>(d, a, row_of, w, offsets, st);
 }
 
 }  // namespace
@@ -107,17 +139,18 @@ bool grouped_gemm_fits(const Tensor& a, const Tensor& w) {
 }
 
 void grouped_gemm(const Tensor& d, const Tensor& a, const int32_t* row_of, const Tensor& w, const int32_t* offsets,
-                  cudaStream_t st) {
+                  cudaStream_t st, GroupedTileRows rows) {
   SPLASH_CHECK(grouped_gemm_fits(a, w), "grouped_gemm: a {} ({}) and w {} ({})", a.shape_str(), dtype_name(a.dtype()),
                w.shape_str(), dtype_name(w.dtype()));
   SPLASH_CHECK(d.ndim() == 2 && d.dtype() == a.dtype() && d.stride(1) == 1 && d.size(1) == w.size(1) &&
                    d.stride(0) % 2 == 0 && reinterpret_cast<uintptr_t>(d.data()) % 4 == 0 && d.size(0) < INT_MAX,
                "grouped_gemm: d {} for w {}", d.shape_str(), w.shape_str());
   if (d.size(0) == 0) return;
+  if (rows == GroupedTileRows::ByRowsPerExpert) rows = grouped_tile_rows(d.size(0), w.size(0));
   if (a.dtype() == DType::BF16)
-    launch<bf16>(d, a, row_of, w, offsets, st);
+    launch<bf16>(rows, d, a, row_of, w, offsets, st);
   else
-    launch<__half>(d, a, row_of, w, offsets, st);
+    launch<__half>(rows, d, a, row_of, w, offsets, st);
 }
 
 }  // namespace splash::cuda

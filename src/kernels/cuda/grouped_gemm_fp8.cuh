@@ -8,6 +8,7 @@
 
 #include "core/backend.h"
 #include "kernels/cuda/fp8_gemm.cuh"
+#include "kernels/cuda/grouped_tile_rows.h"
 
 namespace splash::cuda {
 
@@ -22,8 +23,10 @@ bool grouped_gemm_fp8_fits(int64_t a_ld, const Weight& w);
 // f32 accumulation. a holds codes [a_rows, K] (row stride a.ld) and block-major scales [fp8_blocks(K)][a_rows]
 // (fp8_quant.cuh with one group of a_rows rows). offsets (I32 [E + 1]) and row_of live on the device; d
 // [rows, n] (a float dtype, rows at least offsets[E]) is row-major, its rows from offsets[E] on are left
-// unwritten. No host synchronisation.
+// unwritten. No host synchronisation. `rows` picks the tile shape: 128 or 256 rows by 128 columns
+// (grouped_tile_rows by default).
 void grouped_gemm_fp8(const Tensor& d, const Fp8Rows& a, int64_t a_rows, const int32_t* row_of, const Weight& w,
-                      const int32_t* offsets, cudaStream_t st);
+                      const int32_t* offsets, cudaStream_t st,
+                      GroupedTileRows rows = GroupedTileRows::ByRowsPerExpert);
 
 }  // namespace splash::cuda

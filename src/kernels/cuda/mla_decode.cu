@@ -19,6 +19,7 @@
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 #include "kernels/cuda/mla_decode_seesaw.cuh"
@@ -91,6 +92,7 @@ __device__ __forceinline__ void convert_tile(const uint8_t* raw, bf16* tile) {
 // One block: row n, heads [h0, h0 + HB), tokens of split `split` (decode_block).
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_kernel(const DecodeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* kv_s = reinterpret_cast<bf16*>(smem + K::kKV);
   // Without wgmma, Q passes through a bf16 tile on its way to registers: the last stage, which the first
@@ -296,7 +298,7 @@ void launch_decode(const DecodeArgs& a, cudaStream_t s) {
   using K = DecodeCfg<C, W, HB, T>;
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_kernel<K>), K::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_decode_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
+  launch_kernel(absorbed_decode_kernel<K>, static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s, a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }

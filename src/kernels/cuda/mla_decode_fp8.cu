@@ -36,6 +36,7 @@
 #include "kernels/cuda/attention_fp8.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
@@ -127,6 +128,7 @@ __device__ __forceinline__ int pinned(int x) {
 
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 1) absorbed_decode_fp8_kernel(const DecodeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(128) unsigned char smem[];
   uint8_t* raw_s = smem + K::kRaw;
   float* sc_s = reinterpret_cast<float*>(smem + K::kScale);
@@ -396,7 +398,7 @@ void launch(const DecodeArgs& a, cudaStream_t s) {
   using K = Fp8DecodeCfg<HB, Chains>;
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_fp8_kernel<K>), K::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_decode_fp8_kernel<K><<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(a);
+  launch_kernel(absorbed_decode_fp8_kernel<K>, static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s, a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }

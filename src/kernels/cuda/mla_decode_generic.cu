@@ -20,6 +20,7 @@
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_splits.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
@@ -83,6 +84,7 @@ __device__ __forceinline__ void store_lse(const SplitResults& r, int n, int spli
 // (row, split) sit side by side, so the later groups' tile reads mostly hit L2. T: the cache element.
 template <int UNITS, class T>
 __global__ void __launch_bounds__(kThreads) absorbed_generic_kernel(const GenericDecodeArgs a) {
+  pdl_begin();
   constexpr bool kScaled = std::is_same_v<T, e4m3>;
   extern __shared__ __align__(128) unsigned char smem[];
   const GenericDecodeSmem L(a.stride, a.stages, kScaled);
@@ -297,7 +299,7 @@ template <int UNITS, class T>
 void launch(const GenericDecodeArgs& a, int smem, cudaStream_t s) {
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_generic_kernel<UNITS, T>), kMaxBlockSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_generic_kernel<UNITS, T><<<static_cast<unsigned>(blocks), kThreads, smem, s>>>(a);
+  launch_kernel(absorbed_generic_kernel<UNITS, T>, static_cast<unsigned>(blocks), kThreads, smem, s, a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }

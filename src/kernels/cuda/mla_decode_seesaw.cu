@@ -67,6 +67,7 @@
 #include "kernels/cuda/async_pipeline.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_warpgroup.cuh"
 #include "kernels/cuda/mla_generic.cuh"
@@ -369,6 +370,7 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
 
 __global__ void __launch_bounds__(K::kThreads, 1)
     absorbed_decode_seesaw_kernel(const __grid_constant__ CUtensorMap pool_map, const DecodeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's and TMA's swizzle atoms need 1024-byte alignment
   const DecodeBlock b = decode_block(a, K::HB);
@@ -430,7 +432,7 @@ void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s
       {64, static_cast<uint32_t>(std::min<uint64_t>(page, K::BT)), 1});
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_seesaw_kernel), K::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_decode_seesaw_kernel<<<static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s>>>(map, a);
+  launch_kernel(absorbed_decode_seesaw_kernel, static_cast<unsigned>(blocks), K::kThreads, K::kSmem, s, map, a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }

@@ -7,8 +7,10 @@
 #include <mutex>
 #include <utility>
 
+#include "core/kv_cache_dtype.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_splits.cuh"
 
 namespace splash::cuda::attn {
@@ -16,6 +18,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kCombineThreads = 512;
+constexpr int kMinChunkQuads = 32;  // a merge block's fewest column quads (128 columns: 2 KiB of a partial row)
 
 __device__ float block_reduce(float v, float* red, bool is_max) {
   for (int o = 16; o; o >>= 1) {
@@ -61,26 +64,34 @@ __device__ __forceinline__ void add_scaled(float4& acc, float w, float4 x) {
   acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
 }
 
-// Merges the splits of one (row, head) per block: the weights exp(lse_s - lse) go to shared memory,
-// then groups of threads sum interleaved subsets of the normalised partials for all column quads (many
-// independent loads in flight: with one row the whole merge is a few blocks) and the groups add up.
-// Rows of more than 2048 columns take several passes of one group. kC: the width, when the instance is
-// built for one (the specialized decode kernel's), else 0 for a.C.
+// Merges the splits of one (row, head) and one of its `chunks` column ranges per block: the weights
+// exp(lse_s - lse) go to shared memory, then groups of threads sum interleaved subsets of the normalised
+// partials for the range's column quads (many independent loads in flight) and the groups add up. With
+// few (row, head) pairs (one row, a few heads) the columns are split over several blocks, so that the
+// merge reads its partials with many SMs instead of a few. Ranges of more than 2048 columns take several
+// passes of one group. kC: the width, when the instance is built for one (the specialized decode
+// kernel's), else 0 for a.C. Launched as a programmatic dependent of the decode kernel (pdl_begin).
+// Blocks an SM: 4 for the built widths (32 registers), 2 for any width (64: at ptxas's own choice of 40
+// its unrolled loads spill).
 template <int kC, bool kVec>
-__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const SplitResults a) {
+__global__ void __launch_bounds__(kCombineThreads, kC ? 4 : 2) combine_splits_kernel(const SplitResults a, int chunks) {
+  pdl_begin();
   const int C = kC ? kC : a.C;
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kCombineThreads / 32];
   __shared__ float4 acc_s[kCombineThreads];
-  const int n = blockIdx.x / a.H, h = blockIdx.x % a.H, tid = threadIdx.x;
+  const int pair = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int n = pair / a.H, h = pair % a.H, tid = threadIdx.x;
+  const int all_quads = (C + 3) / 4, chunk_quads = (all_quads + chunks - 1) / chunks;
+  const int q_begin = min(all_quads, chunk * chunk_quads), q_end = min(all_quads, q_begin + chunk_quads);
   auto part = [&](int s) { return (int64_t{s} * a.N + n) * a.H + h; };
   float mx = kNegInf;
   for (int s = tid; s < a.splits; s += kCombineThreads) mx = fmaxf(mx, a.part_lse[part(s)]);
   mx = block_reduce(mx, red, true);
   bf16* out = a.out + n * a.out_s0 + h * a.out_s1;
   if (mx == kNegInf) {  // no split saw a token
-    for (int c = tid; c < C; c += kCombineThreads) out[c] = __float2bfloat16_rn(0.f);
-    if (tid == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
+    for (int c = 4 * q_begin + tid; c < min(C, 4 * q_end); c += kCombineThreads) out[c] = __float2bfloat16_rn(0.f);
+    if (tid == 0 && chunk == 0) a.lse[n * a.lse_s0 + h] = kNegInf;
     return;
   }
   float total = 0.f;
@@ -91,39 +102,39 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const S
   }
   total = block_reduce(total, red, false);  // its barriers also publish w_s
   const float inv = 1.f / total;
-  const int quads = (C + 3) / 4, span = max(1, min(quads, kCombineThreads)), groups = kCombineThreads / span;
-  const int col = tid % span, grp = tid / span;  // threads past groups * span idle
-  for (int q0 = 0; q0 < quads; q0 += span) {     // one pass unless C > 4 * kCombineThreads
+  const int span = max(1, min(q_end - q_begin, kCombineThreads)), groups = kCombineThreads / span;
+  const int col = tid % span, grp = tid / span;     // threads past groups * span idle
+  for (int q0 = q_begin; q0 < q_end; q0 += span) {  // one pass unless the range is over 2048 columns
     const int q = q0 + col;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (grp < groups && q < quads) {
+    if (grp < groups && q < q_end) {
 #pragma unroll 4
       for (int s = grp; s < a.splits; s += groups)  // empty splits hold zeros with weight 0
         add_scaled(acc, w_s[s], load_quad<kVec>(a.part_o + part(s) * C, 4 * q, C));
     }
     acc_s[tid] = acc;
     __syncthreads();
-    if (grp == 0 && q < quads) {
+    if (grp == 0 && q < q_end) {
       for (int g = 1; g < groups; ++g) {
         const float4 x = acc_s[g * span + col];
         acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
       }
       store_quad<kVec>(out, 4 * q, C, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
     }
-    if (q0 + span < quads) __syncthreads();  // acc_s is read before the next pass writes it
+    if (q0 + span < q_end) __syncthreads();  // acc_s is read before the next pass writes it
   }
-  if (tid == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
+  if (tid == 0 && chunk == 0) a.lse[n * a.lse_s0 + h] = mx + __logf(total);
 }
 
-// The split count with the least cost for `blocks` blocks per split of rows up to max_len tokens (see
-// split_results).
-int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt) {
+// The split count with the least cost for `blocks` blocks per split of rows up to max_len tokens, a
+// split costing its tokens plus fixed_tokens (see split_results), and keeping two tiles of bt at least.
+int choose_splits(int64_t blocks, int64_t max_len, int sms, int bt, double fixed_tokens) {
   const int64_t max_splits = std::clamp<int64_t>((max_len + 2 * bt - 1) / (2 * bt), 1, kMaxSplits);
   int best = 1;
   double best_cost = 0;
   for (int64_t s = 1; s <= max_splits; ++s) {
     const double waves = static_cast<double>((blocks * s + sms - 1) / sms);
-    const double cost = waves * (static_cast<double>(max_len) / s + 2.0 * bt);
+    const double cost = waves * (static_cast<double>(max_len) / s + fixed_tokens);
     if (s == 1 || cost < best_cost) best = static_cast<int>(s), best_cost = cost;
   }
   return best;
@@ -176,6 +187,13 @@ PagedRows paged_rows(const Tensor& q, const PagedKv& kv) {
 
 SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s) {
   const int64_t N = out.size(0), max_len = pow2_class(kv.page_table.size(1)) * kv.pool.size(1);
+  // A split's fixed cost (first tiles' latency, Q, its partials and their merge) takes about as long as
+  // streaming two tiles of a bf16 cache, whatever the cache holds: in tokens of this pool, that many
+  // bytes over its bytes per token (two tiles at bf16, about four at fp8, whose tokens stream twice as
+  // fast).
+  const int64_t W = kv.pool.size(2);
+  const double fixed_tokens = 2.0 * kSplitGranule * static_cast<double>(kv_token_bytes(W, DType::BF16)) /
+                              static_cast<double>(kv_token_bytes(W, kv.pool.dtype()));
   SplitResults r{out.ptr<bf16>(),
                  out.stride(0),
                  out.stride(1),
@@ -186,7 +204,7 @@ SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& 
                  static_cast<int>(N),
                  static_cast<int>(out.size(1)),
                  static_cast<int>(out.size(2)),
-                 choose_splits(pow2_class(N) * head_groups, max_len, sm_count(), kSplitGranule)};
+                 choose_splits(pow2_class(N) * head_groups, max_len, sm_count(), kSplitGranule, fixed_tokens)};
   reserve_partials(r, s);
   return r;
 }
@@ -194,16 +212,22 @@ SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& 
 void combine_splits(const SplitResults& r, cudaStream_t s) {
   const bool vec =
       r.C % 4 == 0 && r.out_s0 % 2 == 0 && r.out_s1 % 2 == 0 && reinterpret_cast<uintptr_t>(r.out) % 4 == 0;
-  const unsigned blocks = static_cast<unsigned>(int64_t{r.N} * r.H);
+  // Column ranges per (row, head): enough blocks for two per SM, each range at least kMinChunkQuads quads.
+  // The ranges set the order of each column's sum, so they follow the row count's power-of-two class,
+  // as the split count does: a step padded for a CUDA graph merges as the unpadded one, bit for bit.
+  const int64_t pairs = int64_t{r.N} * r.H, pair_class = pow2_class(r.N) * r.H;
+  const int max_chunks = std::max(1, (r.C + 3) / 4 / kMinChunkQuads);
+  const int chunks =
+      static_cast<int>(std::clamp<int64_t>((2 * sm_count() + pair_class - 1) / pair_class, 1, max_chunks));
+  const unsigned blocks = static_cast<unsigned>(pairs * chunks);
   if (vec && r.C == 512)
-    combine_splits_kernel<512, true><<<blocks, kCombineThreads, 0, s>>>(r);
+    launch_kernel(combine_splits_kernel<512, true>, blocks, kCombineThreads, 0, s, r, chunks);
   else if (vec && r.C == 64)
-    combine_splits_kernel<64, true><<<blocks, kCombineThreads, 0, s>>>(r);
+    launch_kernel(combine_splits_kernel<64, true>, blocks, kCombineThreads, 0, s, r, chunks);
   else if (vec)
-    combine_splits_kernel<0, true><<<blocks, kCombineThreads, 0, s>>>(r);
+    launch_kernel(combine_splits_kernel<0, true>, blocks, kCombineThreads, 0, s, r, chunks);
   else
-    combine_splits_kernel<0, false><<<blocks, kCombineThreads, 0, s>>>(r);
-  SPLASH_CUDA_LAUNCHED();
+    launch_kernel(combine_splits_kernel<0, false>, blocks, kCombineThreads, 0, s, r, chunks);
 }
 
 }  // namespace splash::cuda::attn

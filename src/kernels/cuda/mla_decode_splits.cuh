@@ -75,11 +75,11 @@ struct SplitResults {
 };
 
 // The results of a launch of `head_groups` blocks per (row, split): the splits per row are the fewest
-// waves of blocks times the tokens each block handles (plus a fixed cost of about two tiles), for the
-// longest row kv's page table holds, every split keeping two tiles at least (rows and table width taken
-// at their powers of two, so that padding a step for a CUDA graph changes no split); with several, the
-// partials go to the buffer of stream s (one per device and stream, grown on demand and kept, so the
-// hot path allocates nothing).
+// waves of blocks times the tokens each block handles (plus a fixed cost of about two bf16 tiles' time,
+// about four tiles of an fp8 cache), for the longest row kv's page table holds, every split keeping two
+// tiles at least (rows and table width taken at their powers of two, so that padding a step for a CUDA
+// graph changes no split); with several, the partials go to the buffer of stream s (one per device and
+// stream, grown on demand and kept, so the hot path allocates nothing).
 SplitResults split_results(const Tensor& out, const Tensor& lse, const PagedKv& kv, int head_groups, cudaStream_t s);
 
 // out, lse = the lse-weighted merge of the partials (r.splits > 1).

@@ -22,6 +22,7 @@
 // the copies of tile i + 1 run from when P V(i - 1) is done until wg0 wants the tile after P V(i).
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_decode_warpgroup.cuh"
 #include "kernels/cuda/mla_decode_wg.cuh"
 #include "kernels/cuda/mla_generic.cuh"
@@ -194,6 +195,7 @@ __device__ __forceinline__ void values_warpgroup(const DecodeArgs& a, const Deco
 }
 
 __global__ void __launch_bounds__(WgCfg::kThreads, 1) absorbed_decode_wg_kernel(const DecodeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
   const DecodeBlock b = decode_block(a, WgCfg::HB);
@@ -212,7 +214,7 @@ void launch_decode_wg(const DecodeArgs& a, cudaStream_t s) {
                "warp-specialized decode: heads a multiple of {} in groups of {}, C {}", kWgHeads, kWgHeads, WgCfg::C);
   allow_dynamic_smem(reinterpret_cast<const void*>(absorbed_decode_wg_kernel), WgCfg::kSmem);
   const int64_t blocks = int64_t{a.res.N} * a.G * a.res.splits;
-  absorbed_decode_wg_kernel<<<static_cast<unsigned>(blocks), WgCfg::kThreads, WgCfg::kSmem, s>>>(a);
+  launch_kernel(absorbed_decode_wg_kernel, static_cast<unsigned>(blocks), WgCfg::kThreads, WgCfg::kSmem, s, a);
   SPLASH_CUDA_LAUNCHED();
   if (a.res.splits > 1) combine_splits(a.res, s);
 }

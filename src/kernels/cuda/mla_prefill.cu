@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 #include "kernels/cuda/mla_prefill_ws.cuh"
@@ -49,6 +50,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Block (head blockIdx.x, row tile): row tiles run last-first, since later causal rows see more tokens.
 template <class K>
 __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const PrefillArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // wgmma's swizzle atoms need 1024-byte alignment
   bf16* q_s = reinterpret_cast<bf16*>(smem + K::kQ);
@@ -130,8 +132,10 @@ __global__ void __launch_bounds__(K::kThreads, 2) expanded_prefill_kernel(const 
     for (int mi = 0; mi < K::MI; ++mi)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float alpha = softmax_tile_row(s[mi], r, t0, t4, full, range_s[tile_row(mi, r)], a.scale_log2,
-                                             m_run[mi][r], l_run[mi][r]);
+        const int2 range = range_s[tile_row(mi, r)];
+        const float alpha =
+            full ? softmax_tile_row<false>(s[mi], r, t0, t4, range, a.scale_log2, m_run[mi][r], l_run[mi][r])
+                 : softmax_tile_row<true>(s[mi], r, t0, t4, range, a.scale_log2, m_run[mi][r], l_run[mi][r]);
 #pragma unroll
         for (int n = 0; n < K::ONT; ++n) o[mi][n][2 * r] *= alpha, o[mi][n][2 * r + 1] *= alpha;
       }
@@ -182,7 +186,7 @@ template <class K>
 void launch_prefill(PrefillArgs a, int H, cudaStream_t s) {
   allow_dynamic_smem(reinterpret_cast<const void*>(expanded_prefill_kernel<K>), K::kSmem);
   a.row_tiles = (a.N + K::BM - 1) / K::BM;
-  expanded_prefill_kernel<K><<<dim3(H, a.row_tiles), K::kThreads, K::kSmem, s>>>(a);
+  launch_kernel(expanded_prefill_kernel<K>, dim3(H, a.row_tiles), K::kThreads, K::kSmem, s, a);
   SPLASH_CUDA_LAUNCHED();
 }
 
@@ -234,7 +238,8 @@ void dispatch_expanded(bool warp_specialized, const Tensor& out, const Tensor& l
                        const Tensor& row_kv_len, float scale, cudaStream_t s) {
   check_expanded_args(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len);
   if (q.size(0) == 0 || q.size(1) == 0) return;
-  if (!wgmma_fits(out, q, k_nope, k_pe, v))
+  // The wgmma kernels take a row's max on raw scores (attention_rows.cuh), which needs a positive scale.
+  if (!(scale > 0.f) || !wgmma_fits(out, q, k_nope, k_pe, v))
     launch_expanded_generic(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);
   else if (warp_specialized && prefill_ws_fits(q, k_nope, k_pe, v))
     launch_prefill_ws(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, s);

@@ -15,6 +15,7 @@
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/mla_generic.cuh"
 
 namespace splash::cuda {
@@ -53,6 +54,7 @@ struct GenericPrefillSmem {
 // rows see more tokens.
 template <int UNITS>
 __global__ void __launch_bounds__(kThreads) expanded_generic_kernel(const GenericPrefillArgs a) {
+  pdl_begin();
   extern __shared__ __align__(128) unsigned char smem[];
   const GenericPrefillSmem L(a.qk_stride, a.v_stride);
   bf16* q_s = reinterpret_cast<bf16*>(smem);
@@ -246,7 +248,7 @@ int max_qk_width() {
 template <int UNITS>
 void launch(const GenericPrefillArgs& a, int H, int chunks, int smem, cudaStream_t s) {
   allow_dynamic_smem(reinterpret_cast<const void*>(expanded_generic_kernel<UNITS>), kMaxBlockSmem);
-  expanded_generic_kernel<UNITS><<<dim3(H, a.row_tiles, chunks), kThreads, smem, s>>>(a);
+  launch_kernel(expanded_generic_kernel<UNITS>, dim3(H, a.row_tiles, chunks), kThreads, smem, s, a);
   SPLASH_CUDA_LAUNCHED();
 }
 

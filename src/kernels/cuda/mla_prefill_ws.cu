@@ -5,8 +5,12 @@
 // (wgmma, both operands in shared memory), the online softmax in registers, and O += P V with P taken
 // from registers. Two overlaps: the consumers take turns to issue their products (ping-pong), so one's
 // softmax runs under the other's products; and a consumer issues S of tile j together with P V of tile
-// j - 1, so S_j's masking and row max run under P V_{j-1} (ptxas places the wait for P V before the
-// exponentials, so those overlap only the other consumer's work). Rows carry their own token range
+// j - 1, so S_j's row max runs under P V_{j-1} (ptxas places the wait for P V before the exponentials,
+// so those overlap only the other consumer's work). The issue slots are the budget: two consumer warps
+// share a scheduler, and a tile's softmax must fit under the other consumer's products, so the mask is
+// applied only on tiles that need it, each p is one FFMA and one ex2, O's rescale runs in the turn
+// before P V's issue (skipped by a warp whose maxima all stayed put), and the wgmma descriptors advance
+// by constants. Rows carry their own token range
 // (causal prefill over a cached prefix, several sequences in one launch): the block visits the tiles of
 // its rows' union and masks only tiles outside the span every row covers (attention_rows.cuh).
 //
@@ -45,12 +49,14 @@
 #include "kernels/cuda/mla_prefill_ws.cuh"
 
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cuda/async_pipeline.cuh"
 #include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/attention_wgmma.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch_pdl.cuh"
 #include "kernels/cuda/tensor_map.cuh"
 
 namespace splash::cuda {
@@ -133,33 +139,40 @@ __device__ void consume(const WsArgs& a, const Barriers& b, const bf16* q_s, con
     auto issue_s = [&](int j) {
       const int st = j % K::kStages;
       mbar_wait(b.k_full + st, (j / K::kStages) & 1);
-      const bf16* k = k_s + st * K::BN * K::DQK;
+      // One descriptor per operand, advanced by constants (descriptor units of 16 bytes): a few
+      // instructions fewer per wgmma than building each from its address.
+      uint64_t qd = wgmma_desc(q_s + slab<K::BM>(c * 64, 0)), kd = wgmma_desc(k_s + st * K::BN * K::DQK);
+      asm volatile("" : "+l"(qd), "+l"(kd));  // keeps ptxas from holding 24 descriptors across the loop
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < K::KSTEPS; ++ks)
-        wgmma_m64n128_bf16_ss(s, wgmma_desc(q_s + slab<K::BM>(c * 64, ks * 16)),
-                              wgmma_desc(k + slab<K::BN>(0, ks * 16)), ks > 0);
+        wgmma_m64n128_ss<bf16>(s, qd + slab<K::BM>(0, ks * 16) * 2 / 16, kd + slab<K::BN>(0, ks * 16) * 2 / 16, ks > 0);
       wgmma_commit();
     };
     auto issue_pv = [&](int j) {
       const int st = j % K::kStages;
       mbar_wait(b.v_full + st, (j / K::kStages) & 1);
-      const bf16* v = v_s + st * K::BN * K::DV;
+      uint64_t vd = wgmma_desc_n_major(v_s + st * K::BN * K::DV, K::BN * 64 * 2);
+      asm volatile("" : "+l"(vd));
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < K::PSTEPS; ++kk)
-        wgmma_m64n128_rt(o, p[kk], wgmma_desc_n_major(v + slab<K::BN>(kk * 16, 0), K::BN * 64 * 2));
+      for (int kk = 0; kk < K::PSTEPS; ++kk) wgmma_m64n128_rt(o, p[kk], vd + slab<K::BN>(kk * 16, 0) * 2 / 16);
       wgmma_commit();
     };
     // Tile j's softmax leaves P in s and each row's rescale of O in alpha. P goes to the A fragments only
     // once P V of tile j - 1, which reads them, has completed.
     float alpha[2];
-    auto softmax = [&](int j) {
-      const int t0 = rb.lo + j * K::BN;
-      const bool full = t0 >= rb.cover_lo && t0 + K::BN <= rb.cover_hi;
+    auto softmax = [&](int j, auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        alpha[r] = softmax_tile_row(s, r, t0, t4, full, range[r], a.scale_log2, m_run[r], l_run[r]);
+        alpha[r] = softmax_tile_row<kMasked>(s, r, rb.lo + j * K::BN, t4, range[r], a.scale_log2, m_run[r], l_run[r]);
+    };
+    // Only tiles outside the span every row covers need the mask; a uniform branch around a whole step
+    // (no wgmma in flight across it) keeps the mask's instructions out of the other tiles.
+    auto full = [&](int j) {
+      const int t0 = rb.lo + j * K::BN;
+      return t0 >= rb.cover_lo && t0 + K::BN <= rb.cover_hi;
     };
 
     // The consumers take turns to issue their products (named barriers kTurn + c), so that one's softmax
@@ -167,34 +180,53 @@ __device__ void consume(const WsArgs& a, const Barriers& b, const bf16* q_s, con
     const int own_turn = kTurn + c, other_turn = kTurn + 1 - c;
     if (c == 1) bar_arrive(kTurn, kTurnThreads);  // consumer 0 issues first
 
-    mbar_wait(b.q_full, 0);
-    bar_sync(own_turn, kTurnThreads);
-    issue_s(0);
-    bar_arrive(other_turn, kTurnThreads);
-    wgmma_wait<0>();
-    reg_fence(s);
-    release(b.k_empty);
-    softmax(0);  // O is still zero: no rescale
-    p_fragments(p, s);
-    for (int j = 1; j < ntiles; ++j) {
+    auto first = [&](auto masked) {
+      bar_sync(own_turn, kTurnThreads);
+      issue_s(0);
+      bar_arrive(other_turn, kTurnThreads);
+      wgmma_wait<0>();
+      reg_fence(s);
+      release(b.k_empty);
+      softmax(0, masked);  // O is still zero, and its rescale by this alpha (0) keeps it so
+      p_fragments(p, s);
+    };
+    // O's rescale by tile j - 1's factors runs in the turn, after S_j's issue: O is idle there (P V_{j-2}
+    // has completed), and its multiplies leave the path after the wait for P V_{j-1}.
+    auto rescale_o = [&] {
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;  // no row's max moved
+#pragma unroll
+      for (int n = 0; n < K::ONT; ++n)
+        o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    };
+    auto step = [&](int j, auto masked) {
       bar_sync(own_turn, kTurnThreads);
       issue_s(j);
+      rescale_o();
       issue_pv(j - 1);
       bar_arrive(other_turn, kTurnThreads);
       wgmma_wait<1>();  // S_j done, P V_{j-1} may run on
       reg_fence(s);
       release(b.k_empty + j % K::kStages);
-      softmax(j);
+      softmax(j, masked);
       wgmma_wait<0>();
       reg_fence(o);
       reg_fence(s);  // keeps the packing of P (into registers P V_{j-1} read) below the wait
       release(b.v_empty + (j - 1) % K::kStages);
-#pragma unroll
-      for (int n = 0; n < K::ONT; ++n)
-        o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
       p_fragments(p, s);
+    };
+    mbar_wait(b.q_full, 0);
+    if (full(0))
+      first(std::false_type{});
+    else
+      first(std::true_type{});
+    for (int j = 1; j < ntiles; ++j) {
+      if (full(j))
+        step(j, std::false_type{});
+      else
+        step(j, std::true_type{});
     }
     bar_sync(own_turn, kTurnThreads);
+    rescale_o();
     issue_pv(ntiles - 1);
     if (c == 0) bar_arrive(other_turn, kTurnThreads);  // consumer 1 has no turn left to take
     wgmma_wait<0>();
@@ -224,6 +256,7 @@ __global__ void __launch_bounds__(K::kThreads, 1)
     expanded_prefill_ws_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kn_map,
                                const __grid_constant__ CUtensorMap kp_map, const __grid_constant__ CUtensorMap v_map,
                                const WsArgs a) {
+  pdl_begin();
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % 1024 != 0) __trap();  // the swizzled tiles need 1024-byte alignment
   bf16* q_s = reinterpret_cast<bf16*>(smem + K::kQ);
@@ -298,8 +331,8 @@ void launch_prefill_ws(const Tensor& out, const Tensor& lse, const Tensor& q, co
   static_cast<ExpandedRows&>(a) = expanded_rows(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale);
   a.row_tiles = static_cast<int>((N + K::BM - 1) / K::BM);
   allow_dynamic_smem(reinterpret_cast<const void*>(expanded_prefill_ws_kernel<K>), K::kSmem);
-  expanded_prefill_ws_kernel<K>
-      <<<dim3(a.row_tiles, static_cast<unsigned>(H)), K::kThreads, K::kSmem, s>>>(q_map, kn_map, kp_map, v_map, a);
+  launch_kernel(expanded_prefill_ws_kernel<K>, dim3(a.row_tiles, static_cast<unsigned>(H)), K::kThreads, K::kSmem, s,
+                q_map, kn_map, kp_map, v_map, a);
   SPLASH_CUDA_LAUNCHED();
 }
 

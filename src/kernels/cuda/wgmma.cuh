@@ -45,7 +45,8 @@ __device__ __forceinline__ void reg_fence(float (&d)[N][4]) {
 }
 
 // The output operands of an m64nN product: d[j][0..3] are the fragment of columns 8 j .. 8 j + 7 (the
-// mma m16n8 layout per warp, warp w of the group holding rows 16 w); N = 128 takes d[16][4], N = 256 d[32][4].
+// mma m16n8 layout per warp, warp w of the group holding rows 16 w); N = 64 takes d[8][4], N = 128 d[16][4],
+// N = 256 d[32][4].
 #define SPLASH_WGMMA_D1(d, j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define SPLASH_WGMMA_D4(d, j) \
   SPLASH_WGMMA_D1(d, j), SPLASH_WGMMA_D1(d, j + 1), SPLASH_WGMMA_D1(d, j + 2), SPLASH_WGMMA_D1(d, j + 3)
@@ -54,10 +55,12 @@ __device__ __forceinline__ void reg_fence(float (&d)[N][4]) {
 #define SPLASH_WGMMA_N128_D(d) SPLASH_WGMMA_D16(d, 0)
 #define SPLASH_WGMMA_N256_D(d) SPLASH_WGMMA_D16(d, 0), SPLASH_WGMMA_D16(d, 16)
 
-// Their output registers in the instruction text, %0 .. %63 or %127; the inputs follow.
-#define SPLASH_WGMMA_REGS_0_63 \
+// Their output registers in the instruction text, %0 .. %31, %63 or %127; the inputs follow.
+#define SPLASH_WGMMA_REGS_0_31 \
   "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25" \
-  ",%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49" \
+  ",%26,%27,%28,%29,%30,%31"
+#define SPLASH_WGMMA_REGS_0_63 \
+  SPLASH_WGMMA_REGS_0_31 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49" \
   ",%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
 #define SPLASH_WGMMA_REGS_64_127 \
   "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87" \
@@ -96,9 +99,15 @@ __device__ __forceinline__ void wgmma_m64n256_ss(float (&d)[32][4], uint64_t a, 
                : SPLASH_WGMMA_N128_D(d)                                                                     \
                : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)))
 
-// d[64 x 128] = A[64 x 16] B[16 x 128] + (accumulate ? d : 0) for bf16, B stored [n][k].
-__device__ __forceinline__ void wgmma_m64n128_bf16_ss(float (&d)[16][4], uint64_t a, uint64_t b, bool accumulate) {
-  SPLASH_WGMMA_M64N128_SS("m64n128k16.f32.bf16.bf16", "1, 1, 0, 0");
+// d[64 x 128] = A[64 x 16] B[16 x 128] + (accumulate ? d : 0) for 16-bit T (bf16 or __half), B stored [n][k].
+template <class T>
+__device__ __forceinline__ void wgmma_m64n128_ss(float (&d)[16][4], uint64_t a, uint64_t b, bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "wgmma takes bf16 or f16 here");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    SPLASH_WGMMA_M64N128_SS("m64n128k16.f32.bf16.bf16", "1, 1, 0, 0");
+  } else {
+    SPLASH_WGMMA_M64N128_SS("m64n128k16.f32.f16.f16", "1, 1, 0, 0");
+  }
 }
 
 // d[64 x 128] = A[64 x 32] B[32 x 128] + (accumulate ? d : 0) for E4M3 codes, both operands K-major in
@@ -108,5 +117,15 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[16][4], uint
   SPLASH_WGMMA_M64N128_SS("m64n128k32.f32.e4m3.e4m3", "1, 1");
 }
 #undef SPLASH_WGMMA_M64N128_SS
+
+// d[64 x 64] = A[64 x 32] B[32 x 64] + (accumulate ? d : 0) for E4M3 codes, as the m64n128 form above:
+// half its accumulators, for kernels that keep a second set beside them.
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[8][4], uint64_t a, uint64_t b, bool accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" SPLASH_WGMMA_REGS_0_31
+               "}, %32, %33, p, 1, 1;\n}\n"
+               : SPLASH_WGMMA_D4(d, 0), SPLASH_WGMMA_D4(d, 4)
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
 
 }  // namespace splash::cuda
