@@ -8,7 +8,8 @@
   FlashInfer keeps the latent and rope parts in two caches ([pages, 64, 512] and [pages, 64, 64]); the
   bytes are the same as SPLASH's interleaved [pages, 64, 576].
 - Expanded prefill: cuDNN's fused SDPA through PyTorch (falling back to the fastest fused backend that
-  takes the shape), H 128, qk 192 / v 128, one causal sequence, the token counts of `bench_prefill()`.
+  takes the shape), H 128, qk 192 / v 128, one causal sequence, the token counts of `bench_prefill()`,
+  and its chunked point (4K rows against a 32K context, causal at the bottom right).
 
 Each peer call is captured in a CUDA graph and replayed, so Python's launch cost is not timed; the
 median of 9 (decode) or 3-5 (prefill) event-timed replays after warm-up, as the C++ bench does. Inputs
@@ -106,6 +107,18 @@ def prefill_points():
         points.append({"form": "prefill", "tokens": T, "ms": ms, "peer": f"torch {torch.__version__} {how}"})
         print(json.dumps(points[-1]), flush=True)
         del q, k, v
+    # Chunked prefill: 4K new rows against a 32K context (the cached prefix first), causal at the bottom
+    # right, as splash_bench_attention's chunked point.
+    from torch.nn.attention.bias import causal_lower_right
+    rows, ctx = 4096, 32768
+    q = torch.randn(1, H, rows, DN + DR, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, H, ctx, DN + DR, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, H, ctx, DV, device="cuda", dtype=torch.bfloat16)
+    mask = causal_lower_right(rows, ctx)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    ms, how = fastest({"mha": lambda: sdpa(q, k, v, attn_mask=mask, scale=SCALE)}, 1, 5)
+    points.append({"form": "prefill", "tokens": rows, "context": ctx, "ms": ms, "peer": f"torch {torch.__version__} {how}"})
+    print(json.dumps(points[-1]), flush=True)
     return points
 
 

@@ -5,7 +5,7 @@
 Reads splash_bench_attention's output (its decode and prefill tables) and bench/peer_mla.py's JSON, and
 prints per point both times, both rates counted with the same formulas (decode FLOPs = 2 B H context
 (W + C) with W = 576, C = 512; decode bytes = the latent cache read, B context W 2; prefill FLOPs =
-2 H (192 + 128) T (T + 1) / 2), and the speed ratio SPLASH / peer (above 1: SPLASH is faster).
+2 H (192 + 128) (T (ctx - T) + T (T + 1) / 2) for T rows against ctx tokens), and the speed ratio SPLASH / peer (above 1: SPLASH is faster).
 """
 import argparse
 import json
@@ -24,8 +24,8 @@ def splash_rows(log):
                 "expanded prefill") else None
         elif section == "decode" and len(f) >= 4 and f[0].isdigit() and re.fullmatch(r"[\d.]+", f[3]):
             rows[("decode", int(f[2]), int(f[0]), int(f[1]))] = float(f[3])
-        elif section == "prefill" and len(f) >= 3 and f[0].isdigit() and f[1] == f[0] and re.fullmatch(r"[\d.]+", f[2]):
-            rows[("prefill", int(f[0]))] = float(f[2])  # rows, context, ms: one causal sequence (rows = context)
+        elif section == "prefill" and len(f) >= 3 and f[0].isdigit() and f[1].isdigit() and re.fullmatch(r"[\d.]+", f[2]):
+            rows[("prefill", int(f[0]), int(f[1]))] = float(f[2])  # rows, context, ms
     return rows
 
 
@@ -51,10 +51,11 @@ def main():
             flops = 2.0 * p["B"] * p["H"] * p["context"] * (W + C)
             cells = ["decode", p["H"], p["B"], p["context"]]
         else:
-            key = ("prefill", p["tokens"])
-            T = p["tokens"]
-            flops = 2.0 * 128 * (192 + 128) * (T * (T + 1) / 2)
-            cells = ["prefill", 128, 1, T]
+            T, ctx = p["tokens"], p.get("context", p["tokens"])
+            key = ("prefill", T, ctx)
+            # Causal at the bottom right: row i of T attends to ctx - T + i + 1 tokens.
+            flops = 2.0 * 128 * (192 + 128) * (T * (ctx - T) + T * (T + 1) / 2)
+            cells = ["prefill", 128, 1, T if ctx == T else f"{T}/{ctx}"]  # rows/context when chunked
         mine, theirs = ours.get(key), p["ms"]
         rate = lambda ms: f"{flops / ms / 1e9:.0f}" if ms else "-"
         ratio = f"{theirs / mine:.2f}" if mine and theirs else "-"
