@@ -90,6 +90,33 @@ __device__ __forceinline__ void dot_rows_fp8(float (&acc)[ROWS][MAXR], const uin
   }
 }
 
+// The input-row passes of the FP8 GEMVs, MAXR rows a pass over `count` rows: a pass stages the rows'
+// indices in x (row_at(i) for row i of the count) in shared memory; a warp with weight rows (busy) then
+// takes their dot products and warp sums, and lane r hands its sums of the pass's row r to
+// store(acc, r, i), i being that row's index among the count. Every thread of the block calls it.
+template <int ROWS, int MAXR, class RowAt, class Store>
+__device__ __forceinline__ void fp8_gemv_passes(int64_t count, bool busy, const uint8_t* const (&w)[ROWS],
+                                                const float* const (&w_scales)[ROWS], const Fp8Rows& x,
+                                                int64_t x_rows, int64_t len, RowAt row_at, Store store) {
+  __shared__ int64_t in_row[MAXR];
+  const int lane = threadIdx.x % 32;
+  for (int64_t base = 0; base < count; base += MAXR) {
+    const int n = static_cast<int>(count - base < MAXR ? count - base : MAXR);
+    __syncthreads();
+    if (threadIdx.x < n) in_row[threadIdx.x] = row_at(base + threadIdx.x);
+    __syncthreads();
+    if (!busy) continue;
+    float acc[ROWS][MAXR] = {};
+    dot_rows_fp8<ROWS, MAXR>(acc, w, w_scales, x, x_rows, in_row, n, len);
+    warp_sum(acc, n);
+#pragma unroll
+    for (int r = 0; r < MAXR; ++r) {
+      if (r >= n) break;
+      if (lane == r) store(acc, r, base + r);
+    }
+  }
+}
+
 // y[i] (+)= h[i] w_e^T (row stride y_ld) for the rows i of group e = blockIdx.y: offsets[e] .. offsets[e + 1]
 // (the routed experts' sorted rows), or with no offsets the `rows` rows of one group (a dense linear).
 // w [groups, d, I] FP8 codes, scales [groups, blocks of d, blocks of I]; h quantized (scales [block][h_rows]).
@@ -100,11 +127,9 @@ __global__ void __launch_bounds__(kThreads)
                          int64_t w_expert_stride, int64_t w_row_stride, const float* ws, int64_t ws_expert_stride,
                          int64_t ws_row_stride, const int32_t* offsets, int64_t rows, int64_t I, int64_t d) {
   pdl_begin();
-  __shared__ int64_t in_row[MAXR];
   const int e = blockIdx.y;
   const int64_t begin = offsets ? offsets[e] : 0, count = offsets ? offsets[e + 1] - begin : rows;
   if (count == 0) return;
-  const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;
@@ -116,27 +141,16 @@ __global__ void __launch_bounds__(kThreads)
     wrows[p] = we + j * w_row_stride;
     scale_rows[p] = wse + (j / kFp8Block) * ws_row_stride;
   }
-  for (int64_t base = 0; base < count; base += MAXR) {
-    const int n = static_cast<int>(count - base < MAXR ? count - base : MAXR);
-    __syncthreads();
-    if (threadIdx.x < n) in_row[threadIdx.x] = begin + base + threadIdx.x;
-    __syncthreads();
-    if (j0 >= d) continue;
-    float acc[kRowsPerWarp][MAXR] = {};
-    dot_rows_fp8<kRowsPerWarp, MAXR>(acc, wrows, scale_rows, h, h_rows, in_row, n, I);
-    warp_sum(acc, n);
+  fp8_gemv_passes<kRowsPerWarp, MAXR>(
+      count, j0 < d, wrows, scale_rows, h, h_rows, I, [&](int64_t i) { return begin + i; },
+      [&](const float(&acc)[kRowsPerWarp][MAXR], int r, int64_t i) {
 #pragma unroll
-    for (int r = 0; r < MAXR; ++r) {
-      if (r >= n) break;
-      if (lane != r) continue;
-#pragma unroll
-      for (int p = 0; p < kRowsPerWarp; ++p) {
-        if (j0 + p >= d) break;
-        T* o = y + (begin + base + r) * y_ld + j0 + p;
-        *o = from_f32<T>(accumulate ? to_f32(*o) + acc[p][r] : acc[p][r]);
-      }
-    }
-  }
+        for (int p = 0; p < kRowsPerWarp; ++p) {
+          if (j0 + p >= d) break;
+          T* o = y + (begin + i) * y_ld + j0 + p;
+          *o = from_f32<T>(accumulate ? to_f32(*o) + acc[p][r] : acc[p][r]);
+        }
+      });
 }
 
 // Calls f(integral_constant<int, MAXR>) with the input rows a pass takes: the smallest instantiated

@@ -159,10 +159,8 @@ __global__ void __launch_bounds__(kThreads)
                                 const int32_t* offsets, const int32_t* row_of, int64_t I, int64_t d) {
   pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
-  __shared__ int64_t in_row[MAXR];
   const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
   if (count == 0) return;
-  const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * P;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;
@@ -176,27 +174,16 @@ __global__ void __launch_bounds__(kThreads)
     scale_rows[p] = wse + (j / kFp8Block) * ws_row_stride;
     scale_rows[P + p] = wse + ((I + j) / kFp8Block) * ws_row_stride;
   }
-  for (int base = 0; base < count; base += MAXR) {
-    const int n = min(count - base, MAXR);
-    __syncthreads();
-    if (threadIdx.x < n) in_row[threadIdx.x] = row_of[begin + base + threadIdx.x];
-    __syncthreads();
-    if (j0 >= I) continue;
-    float acc[kRowsPerWarp][MAXR] = {};
-    dot_rows_fp8<kRowsPerWarp, MAXR>(acc, rows, scale_rows, x, x_rows, in_row, n, d);
-    warp_sum(acc, n);
+  fp8_gemv_passes<kRowsPerWarp, MAXR>(
+      count, j0 < I, rows, scale_rows, x, x_rows, d, [&](int64_t i) { return int64_t{row_of[begin + i]}; },
+      [&](const float(&acc)[kRowsPerWarp][MAXR], int r, int64_t i) {
 #pragma unroll
-    for (int r = 0; r < MAXR; ++r) {
-      if (r >= n) break;
-      if (lane != r) continue;
-#pragma unroll
-      for (int p = 0; p < P; ++p) {
-        if (j0 + p >= I) break;
-        const float g = acc[p][r], u = acc[P + p][r];
-        h[(begin + base + r) * I + j0 + p] = from_f32<T>(g / (1.0f + expf(-g)) * u);
-      }
-    }
-  }
+        for (int p = 0; p < P; ++p) {
+          if (j0 + p >= I) break;
+          const float g = acc[p][r], u = acc[P + p][r];
+          h[(begin + i) * I + j0 + p] = from_f32<T>(g / (1.0f + expf(-g)) * u);
+        }
+      });
 }
 
 }  // namespace
