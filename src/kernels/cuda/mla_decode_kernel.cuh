@@ -104,9 +104,8 @@ __device__ __forceinline__ void exponentiate(float (&s)[SNT][4], const float (&m
 // masked to -inf) given the tile's row maxima m_tile: alpha (the factor on earlier sums and outputs),
 // m_run and l_run move on, and s becomes p = 2^(s - m_run), added to l_run. m_tile is finite (every tile
 // holds a valid token for every head: tiles start inside the range).
-template <int SNT>
-__device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (&m_tile)[2], float (&m_run)[2],
-                                               float (&l_run)[2], float (&alpha)[2]) {
+__device__ __forceinline__ void advance_running_max(const float (&m_tile)[2], float (&m_run)[2], float (&l_run)[2],
+                                                    float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float m_new = fmaxf(m_run[r], m_tile[r]);
@@ -114,6 +113,11 @@ __device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (
     m_run[r] = m_new;
     l_run[r] *= alpha[r];
   }
+}
+template <int SNT>
+__device__ __forceinline__ void online_softmax(float (&s)[SNT][4], const float (&m_tile)[2], float (&m_run)[2],
+                                               float (&l_run)[2], float (&alpha)[2]) {
+  advance_running_max(m_tile, m_run, l_run, alpha);
   exponentiate(s, m_run, l_run);
 }
 

@@ -267,14 +267,8 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
     reg_fence(s);
     float mx[2], scale0[2], scale1[2];
     mask_scores(s, ss.first_token(j0) + 2 * ln.t4, ss.b.t_end, ss.a.scale_log2, mx);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m0 = fmaxf(m[r], mx[r]);
-      scale0[r] = exp2f(m[r] - m0);
-      m[r] = m0;
-      l[r] *= scale0[r];
-      if (ln.t4 == 0) ss.m(0)[ln.row0 + 8 * r] = m0;
-    }
+    advance_running_max(mx, m, l, scale0);
+    if (ln.t4 == 0) ss.m(0)[ln.row0] = m[0], ss.m(0)[ln.row0 + 8] = m[1];
     bar_arrive(kM0, K::kThreads);
     exponentiate(s, m, l);
     uint32_t pa[4][4];
