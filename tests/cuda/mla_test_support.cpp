@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/mla_decode_seesaw.cuh"
 
 namespace splash::mla_test {
 namespace {
@@ -212,6 +213,7 @@ void run_absorbed(const PagedCase& c, uint32_t seed) {
   PagedKv kv{pool.dev, to_device(kv_ref.page_table), to_device(kv_ref.row_seq), to_device(kv_ref.row_kv_len)};
   kv.scales = pool.scales;
   Tensor q_dev = to_device(q_full).slice(2, 0, W);
+  if (c.seesaw) ASSERT_EQ(cuda::attn::seesaw_fits(kv), *c.seesaw);
   Tensor out = device_nan(DType::BF16, {N, c.H, c.C}), lse = device_nan(DType::F32, {N, c.H});
   auto run = [&] {
     if (c.generic)

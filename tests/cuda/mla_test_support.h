@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <random>
 #include <utility>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -73,6 +74,9 @@ struct PagedCase {
   bool generic = false;      // the generic kernel whatever the shape
   bool token_split = false;  // absorbed_attention_token_split instead of the public dispatch
   bool warp_specialized = false;  // absorbed_attention_warp_specialized instead of the public dispatch
+  // When set: asserts that the seesaw kernel takes (or leaves) the pool, so that a case meant for one
+  // kernel cannot pass on another.
+  std::optional<bool> seesaw;
   // bf16 pools: every slot past its sequence's length (the tail of its last page, unused pages) holds NaN,
   // which no result may show (a kernel must not multiply a masked token's zero by it).
   bool nan_tail = false;

@@ -136,7 +136,7 @@ struct ExpandedCase {
   int q_pad = 0;         // q's head rows lie this much further apart than d_n + d_r
   bool generic = false;           // the generic kernel whatever the shape
   bool one_warpgroup = false;     // expanded_attention_one_warpgroup instead of the public dispatch
-  bool warp_specialized = false;  // asserts that the views suit the warp-specialized kernel
+  bool warp_specialized = false;  // the warp-specialized kernel, asserting that the views suit it
 };
 
 // Causal prefill of two packed sequences (the first with a cached prefix), plus an empty row and a
@@ -180,6 +180,8 @@ void run_expanded(const ExpandedCase& c, uint32_t seed) {
       cuda::expanded_attention_generic(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     else if (c.one_warpgroup)
       cuda::expanded_attention_one_warpgroup(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
+    else if (c.warp_specialized)  // the kernel itself, so that a dispatch change cannot pass it by
+      cuda::launch_prefill_ws(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     else
       cuda::expanded_attention(out, lse, q_d, k_nope, k_pe, v, start_d, len_d, c.scale, nullptr);
     check(cudaDeviceSynchronize());
@@ -333,6 +335,7 @@ TEST_F(ExpandedAttention, WarpSpecializedLongContext) { run_expanded(chunked_cas
 TEST_F(ExpandedAttention, NegativeScaleAtBuiltShapes) {
   ExpandedCase c = chunked_case(4, 129, 700);
   c.scale = -0.1f;
+  c.warp_specialized = false;  // through the public dispatch, whose routing this tests
   run_expanded(c, 3900);
 }
 

@@ -34,6 +34,7 @@ TEST_F(SeesawDecode, BlockCountsPagesHeads) {
                   {{0, 5000}, {1, 129}, {2, 128}, {3, 127}, {4, 65}, {5, 64}, {6, 63}, {7, 1}, {8, 0}, {0, 4999},
                    {1, 66}}};
       c.nan_tail = true;
+      c.seesaw = true;
       c.q_pad = page == 32 ? 24 : 0;
       run_absorbed(c, 5000 + H + page);
     }
@@ -49,6 +50,7 @@ TEST_F(SeesawDecode, LongRows) {
     SCOPED_TRACE(i);
     PagedCase c = cases[i];
     c.nan_tail = true;
+    c.seesaw = true;
     run_absorbed(c, 5100 + static_cast<uint32_t>(i));
   }
 }
@@ -62,6 +64,7 @@ TEST_F(SeesawDecode, BatchSizes) {
       SCOPED_TRACE(testing::Message() << "B " << B << " page " << page);
       PagedCase c = batch_size_case(B, page, rng);
       c.nan_tail = true;
+      c.seesaw = true;
       run_absorbed(c, 5200 + B + page);
     }
 }
@@ -73,6 +76,7 @@ TEST_F(SeesawDecode, OtherPagesFallBack) {
     SCOPED_TRACE(page);
     PagedCase c{128, 512, 64, page, {2000, 129, 65}, {{0, 2000}, {1, 129}, {2, 65}, {2, 0}}};
     c.nan_tail = true;
+    c.seesaw = false;
     run_absorbed(c, 5300 + page);
   }
 }

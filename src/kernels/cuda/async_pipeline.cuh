@@ -1,7 +1,6 @@
 #pragma once
 // Hopper primitives of warp-specialized pipelines (sm_90a): shared-memory mbarriers (arrival counts plus
-// transaction bytes), TMA tile loads that complete on an mbarrier, cp.async arrivals on an mbarrier, named
-// barriers, and the register hand-over between warpgroups (setmaxnreg).
+// transaction bytes), TMA tile loads that complete on an mbarrier, named barriers, and the register hand-over between warpgroups (setmaxnreg).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -44,25 +43,29 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   while (!mbar_try_wait(bar, parity)) {
   }
 }
-// One arrival on `bar` once every cp.async this thread issued before has landed. The barrier's count
-// includes it (.noinc).
-__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-
 // TMA loads of one box of the tensor map `map` (a __grid_constant__ kernel parameter) at element
 // coordinates c0 (innermost), c1[, c2] into `smem`, completing their bytes on `bar`. Out-of-bounds elements
 // are written as zeros.
-#define SPLASH_TMA_LOAD(DIMS) \
-  "cp.async.bulk.tensor." DIMS ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+#define SPLASH_TMA_LOAD(DIMS, HINT) \
+  "cp.async.bulk.tensor." DIMS ".shared::cluster.global.tile.mbarrier::complete_tx::bytes" HINT " "
 __device__ __forceinline__ void tma_load_2d(void* smem, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
-  asm volatile(SPLASH_TMA_LOAD("2d") "[%0], [%1, {%3, %4}], [%2];\n" ::"r"(smem_addr(smem)),
+  asm volatile(SPLASH_TMA_LOAD("2d", "") "[%0], [%1, {%3, %4}], [%2];\n" ::"r"(smem_addr(smem)),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
                : "memory");
 }
 __device__ __forceinline__ void tma_load_3d(void* smem, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
-  asm volatile(SPLASH_TMA_LOAD("3d") "[%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(smem_addr(smem)),
+  asm volatile(SPLASH_TMA_LOAD("3d", "") "[%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(smem_addr(smem)),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+// tma_load_3d for data read once (a streamed KV cache): its L2 lines are the first to go.
+__device__ __forceinline__ void tma_load_3d_evict_first(void* smem, const CUtensorMap* map, uint64_t* bar, int c0,
+                                                        int c1, int c2) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile(SPLASH_TMA_LOAD("3d", ".L2::cache_hint") "[%0], [%1, {%3, %4, %5}], [%2], %6;\n"
+               ::"r"(smem_addr(smem)), "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1),
+               "r"(c2), "l"(policy)
                : "memory");
 }
 #undef SPLASH_TMA_LOAD
@@ -87,17 +90,6 @@ __device__ __forceinline__ void regs_release() {
 template <int N>
 __device__ __forceinline__ void regs_claim() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-
-// tma_load_3d for data read once (a streamed KV cache): its L2 lines are the first to go.
-__device__ __forceinline__ void tma_load_3d_evict_first(void* smem, const CUtensorMap* map, uint64_t* bar, int c0,
-                                                        int c1, int c2) {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
-               "[%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(smem_addr(smem)),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
-               : "memory");
 }
 
 // mbar_wait with the whole warp leaving the loop together. Between the wgmma instructions of a warpgroup,

@@ -17,7 +17,7 @@
 // (scale1 = 1) and skips its product, wg0 skips P1 V1_L.
 //
 // Shared memory (bytes): Q [64][576] slab (72 K), K0 and K1 [64][576] slab (72 K each), sP0 [64][64]
-// swizzled (8 K), m from each warpgroup [2][64] f32, row sums [2][64] f32, mbarriers [2][9]: 229 K. Q's
+// swizzled (8 K), m from each warpgroup [2][64] f32, row sums [2][64] f32, mbarriers [2][9]: 225 K. Q's
 // rope tile (columns 512-575) is read into registers (the A fragments of the rope k-steps, 16 registers)
 // right after Q lands, and then holds sP1.
 //
@@ -65,6 +65,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/async_pipeline.cuh"
+#include "kernels/cuda/attention_rows.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/kernel_launch_pdl.cuh"
@@ -189,17 +190,6 @@ __device__ __forceinline__ void scores(float (&s)[kScoreTiles][4], const Seesaw&
   wgmma_commit();
 }
 
-// The bf16 A fragments of P's 4 k16 steps: the accumulator fragment of S is the A layout, pairwise.
-__device__ __forceinline__ void to_a_fragments(const float (&p)[kScoreTiles][4], uint32_t (&pa)[4][4]) {
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    pa[ks][0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
-    pa[ks][1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
-    pa[ks][2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
-    pa[ks][3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
-  }
-}
-
 // P's fragments to shared memory (swizzled [64][64], the K-major layout wgmma_desc reads), for the other
 // warpgroup's wgmma.
 __device__ __forceinline__ void store_p(bf16* p_s, const Lane& ln, const uint32_t (&pa)[4][4]) {
@@ -272,7 +262,7 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
     bar_arrive(kM0, K::kThreads);
     exponentiate(s, m, l);
     uint32_t pa[4][4];
-    to_a_fragments(s, pa);
+    p_fragments<kScoreTiles>(pa, s);
     ss.zero_dead_rows(j0, 0, kLocal0, tid);
     scale_rows(o, scale0[0], scale0[1]);
     pv_registers(o, pa, ss.tiles(j0), 0);
@@ -292,7 +282,7 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
     for (int j = 0; j < kScoreTiles; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] *= scale1[e >> 1];
-    to_a_fragments(s, pa);
+    p_fragments<kScoreTiles>(pa, s);
     store_p(ss.p0(), ln, pa);
     bar_arrive(kP0, K::kThreads);
 
@@ -338,7 +328,7 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
     uint32_t pa[4][4];
     if (has1) {
       exponentiate(s, m, l);
-      to_a_fragments(s, pa);
+      p_fragments<kScoreTiles>(pa, s);
       store_p(ss.p1(), ln, pa);
     }
     bar_arrive(kS1, K::kThreads);
