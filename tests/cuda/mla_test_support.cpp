@@ -14,7 +14,6 @@
 #include "core/dtype.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/mla_attention.cuh"
-#include "kernels/cuda/mla_decode_seesaw.cuh"
 
 namespace splash::mla_test {
 namespace {

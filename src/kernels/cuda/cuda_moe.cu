@@ -335,12 +335,12 @@ MoeExpertOutputs CudaBackend::moe_expert_outputs(Tensor x, Tensor topk_ids, cons
   if (path == MoePath::Gemv) {
     Tensor h = empty(x.dtype(), {entries, I}), y = empty(x.dtype(), {entries, d});
     if (fp8) {
-      const int64_t x_ld = fp8_codes_ld(d), h_ld = fp8_codes_ld(I);
-      Tensor xq = empty(DType::F8E4M3, {N, x_ld}), xs = empty(DType::F32, {fp8_blocks(d) * N});
+      const int64_t h_ld = fp8_codes_ld(I);
+      // h is quantized between the two GEMVs, inside moe_experts_gemv_fp8, into these.
       Tensor hq = empty(DType::F8E4M3, {entries, h_ld}), hs = empty(DType::F32, {fp8_blocks(I) * entries});
-      quantize_rows_fp8(x, xq.ptr<uint8_t>(), x_ld, xs.ptr<float>(), {N}, st);
-      moe_experts_gemv_fp8(y, h, {xq.ptr<uint8_t>(), x_ld, xs.ptr<float>()}, N, gate_up, down, hq.ptr<uint8_t>(), h_ld,
-                           hs.ptr<float>(), offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
+      const Fp8Quantized xq = quantize_fp8(x, {N});
+      moe_experts_gemv_fp8(y, h, xq.rows(), N, gate_up, down, hq.ptr<uint8_t>(), h_ld, hs.ptr<float>(),
+                           offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
     } else {
       moe_experts_gemv(y, h, x, gw, dw, offsets.ptr<int32_t>(), row_of.ptr<int32_t>(), N, st);
     }

@@ -59,6 +59,14 @@ void expanded_attention_one_warpgroup(const Tensor& out, const Tensor& lse, cons
                                       const Tensor& k_pe, const Tensor& v, const Tensor& row_kv_start,
                                       const Tensor& row_kv_len, float scale, cudaStream_t s);
 
+namespace attn {
+// Whether the seesaw decode kernel (mla_decode_seesaw.cu, which absorbed_attention runs for a bf16 cache at
+// C 512 + d_r 64 with heads a multiple of 64) can load kv's pool by TMA: bf16 [pages, page_size, 576] with
+// contiguous rows, page_size a multiple of 64 or 16 or 32 (a 64-token block then spans whole pages),
+// 16-byte aligned base and strides. Other pools run the warp-specialized kernel (tests assert which).
+bool seesaw_fits(const PagedKv& kv);
+}  // namespace attn
+
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).
 void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, cudaStream_t s);

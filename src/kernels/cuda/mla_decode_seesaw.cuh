@@ -5,15 +5,13 @@
 #include <cuda_runtime.h>
 
 #include "core/backend.h"
+#include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_decode_kernel.cuh"
 
 namespace splash::cuda::attn {
 
-// Whether TMA can load kv's pool for it: bf16 [pages, page_size, 576] with contiguous rows, page_size a
-// multiple of 64 or 16 or 32 (a 64-token block then spans whole pages), 16-byte aligned base and strides.
-bool seesaw_fits(const PagedKv& kv);
-
-// Runs it on a (a.G = H / 64 head groups) over kv's pool (seesaw_fits), then the merge of the splits.
+// Runs it on a (a.G = H / 64 head groups) over kv's pool (seesaw_fits, mla_attention.cuh), then the merge
+// of the splits.
 void launch_decode_seesaw(const DecodeArgs& a, const PagedKv& kv, cudaStream_t s);
 
 }  // namespace splash::cuda::attn

@@ -143,19 +143,19 @@ void store_latents(RankEnv& env, const AttentionWeights& w, int layer, const Ste
   env.be.store_latents(env.kv_pool, lat, sa.store_slots(layer));
 }
 
-// Stores the latents of the attended rows (hidden states x_attended) beside the projection of q for rows x
+// Stores the latents of the attended rows x (their hidden states) beside the projection of their q
 // (Backend::concurrently): at decode sizes each is a few small kernels that alone leave the GPU idle.
 Tensor store_latents_and_project_q(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa,
-                                   Tensor x_attended, Tensor x, Tensor positions) {
+                                   Tensor x, Tensor positions) {
   Tensor q;
-  env.be.concurrently([&] { store_latents(env, w, layer, sa, x_attended); },
+  env.be.concurrently([&] { store_latents(env, w, layer, sa, x); },
                       [&] { q = project_q(env, w, x, positions, !rope_in_absorb(sa)); });
   return q;
 }
 
 // TP: every rank stores every latent and attends for all rows on its heads; O partials all-reduced.
 void attention_tp(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa, Tensor x, Tensor out) {
-  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, x, sa.positions());
+  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, sa.positions());
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   env.be.linear(out, heads_flat(o), w.o);
   env.comm.all_reduce_sum(out);
@@ -168,7 +168,7 @@ void attention_dp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   Tensor partial = be.empty(be.act_dtype(), {R, d});
   if (R > 0) {
     Tensor xr = gather(be, x, sa.attended_rows());
-    Tensor q = store_latents_and_project_q(env, w, layer, sa, xr, xr, sa.attended_positions());
+    Tensor q = store_latents_and_project_q(env, w, layer, sa, xr, sa.attended_positions());
     auto [o, lse] = attend_local(env, w, layer, sa, q);
     be.linear(partial, heads_flat(o), w.o);
   }
@@ -185,7 +185,7 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   Backend& be = env.be;
   const Dims D(env.cfg);
   const int64_t N = x.size(0), T = env.ranks();
-  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, x, sa.positions());
+  Tensor q = store_latents_and_project_q(env, w, layer, sa, x, sa.positions());
   auto [o, lse] = attend_local(env, w, layer, sa, q);
   Tensor parts = be.empty(be.act_dtype(), {T, N, D.H, D.dv}), lses = be.empty(DType::F32, {T, N, D.H});
   env.comm.all_gather(o, parts);
