@@ -10,7 +10,10 @@
 //        to sP1; O_R = O_R scale0 scale1 + P1 V1_R (P1 from registers)
 //   wg0: (m1 from wg1) scale1; P0 scale1 to sP0; O_L = O_L scale1 + P1 V1_L (sP1)
 //   wg1: O_R += P0 V0_R (sP0)
-// Each warpgroup runs one 64 x 64 x 576 score product and two 64 x 256 x 64 halves of P V per pair, and
+// wg0 issues the next pair's S0 right behind P1 V1_L (its first 4 tiles, then, once P1 V1_L is done, the
+// rest), as FlashMLA does: S0 then completes ahead of wg1's next S1, and wg0's softmax, which wg1 waits
+// for (m0), overlaps S1 on the tensor cores instead of following it. wg1 publishes m1 before it stores
+// P1, and sP1 (with its two P V products already queued) after. Each warpgroup runs one 64 x 64 x 576 score product and two 64 x 256 x 64 halves of P V per pair, and
 // one's softmax overlaps the other's products. Row sums: wg0 keeps l0 = (l0 scale0 + sum P0) scale1, wg1
 // l1 = l1 scale0 scale1 + sum P1, both relative to the pair's final max; at the end l = l0 + l1. A pair
 // without K1 (an odd block count's last) runs the same protocol with S1 empty: wg1 passes m1 = m0
@@ -26,8 +29,9 @@
 // expect_tx) plus the tile's bytes: one box per tile, or page_size-token boxes of each page holding a
 // token of the split when pages are shorter than 64; rows past the split's end are not loaded or hold
 // other tokens. Block j's phase on its buffer's barriers is (j / 2) & 1. Each tile is reissued for
-// block j + 2 by the warpgroup that reads it last, right after that read (wgmma wait, then a barrier of
-// its 128 threads, then its thread 0 issues):
+// block j + 2 by the warpgroup that reads it last, right after that read (wgmma wait, then a barrier all
+// its 128 threads pass after that wait, then its thread 0 issues; for K0's tiles 0-3 and 8 the barrier
+// is kS1's, otherwise a barrier of the warpgroup's own):
 //   K0 tiles 0-3 (V0_L) and 8 (rope): wg0 after P0 V0_L;   K0 tiles 4-7 (V0_R): wg1 after P0 V0_R
 //   K1 tiles 4-7 (V1_R) and 8:        wg1 after P1 V1_R;   K1 tiles 0-3 (V1_L): wg0 after P1 V1_L
 // (the other warpgroup's reads of a tile, its score product, end before a message the reissuer waits
@@ -39,8 +43,10 @@
 // Named barriers (bar.arrive by one warpgroup, bar.sync by the other, 256 threads), once per pair each,
 // whether or not K1 exists:
 //   kM0  wg0 -> wg1  m0 in shared memory              (wg0 arrives after S0's max; wg1 syncs before scale0)
-//   kS1  wg1 -> wg0  m1 and sP1 in shared memory      (wg1 arrives after writing them)
+//   kS1  wg1 -> wg0  m1 in shared memory               (wg1 arrives after writing it)
 //   kP0  wg0 -> wg1  sP0 in shared memory             (wg0 arrives after writing it)
+// and, in pairs with K1 only:
+//   kP1  wg1 -> wg0  sP1 in shared memory             (wg1 arrives after issuing P1 V1_R and P0 V0_R)
 // plus kLocal0 / kLocal1 (128 threads of one warpgroup, bar.sync only: before a reissue, after a
 // zeroing), kRopeRead (256, both bar.sync, once: both read Q's rope tile before sP1 takes it) and kFinal
 // (256, both bar.sync, once: the row sums).
@@ -51,13 +57,16 @@
 // A side never arrives twice before the other's sync of the earlier arrival: wg0's kM0(i + 1) follows its
 // kS1(i) sync, which follows wg1's kM0(i) sync; wg1's kS1(i + 1) follows its kM0(i + 1) sync, which
 // follows wg0's kS1(i) sync; wg0's kP0(i + 1) follows its kS1(i + 1) sync, which follows wg1's kP0(i)
-// sync. Buffers: sP0(i + 1) is written after kS1(i + 1), which wg1 arrives after waiting for its P0 V0_R(i);
-// sP1(i + 1) after kM0(i + 1), which wg0 arrives after waiting for its P1 V1_L(i); m0 and m1 are read
+// sync; wg1's kP1(i + 1) follows its kP0(i + 1) sync, which follows wg0's kP1(i) sync. Buffers: sP0(i + 1)
+// is written after kS1(i + 1), which wg1 arrives after waiting for its P0 V0_R(i); sP1(i + 1) after
+// kM0(i + 1), which wg0 arrives after waiting for its P1 V1_L(i) and its S0(i + 1); m0 and m1 are read
 // right after the sync that publishes them, before the reader's next arrival that precedes the
 // overwrite. No wait depends on a later step of the other side: wg0's pair i waits on K0 (its own
 // reissues and wg1's of pair i - 1, the latter issued before wg1 waits for anything of pair i), kS1(i)
-// (wg1 needs K1 tiles reissued by both in pair i - 1, and kM0(i), arrived before wg0 waits on kS1(i));
-// wg1's pair i waits on K1, kM0(i), kP0(i) (wg0 arrives it after kS1(i), which wg1 arrived) and K0's
+// (wg1 needs K1 tiles reissued by both in pair i - 1, and kM0(i), arrived before wg0 waits on kS1(i)),
+// kP1(i) (wg1 arrives it after kP0(i), arrived before wg0 waits on kP1(i)), and, for S0(i + 1) at the end
+// of pair i, K0 again (its own reissues in pair i, and wg1's after P0 V0_R(i), which waits on nothing of
+// wg0's past kP0(i)); wg1's pair i waits on K1, kM0(i), kP0(i) (wg0 arrives it after kS1(i), which wg1 arrived) and K0's
 // V0_R tiles (complete once wg0 got past S0(i)). With 1 block (one pair, no K1), 2 (one full pair, no
 // reissue), 3 (a full pair reissuing K0 only, then a pair without K1) or more, every arrival above is
 // matched by one sync, every mbarrier phase waited on has its expect_tx issued, and no load is left in
@@ -93,7 +102,7 @@ struct SeesawCfg {
 };
 using K = SeesawCfg;
 
-enum SeesawBarrier : int { kM0 = 1, kS1, kP0, kLocal0, kLocal1, kFinal, kRopeRead };
+enum SeesawBarrier : int { kM0 = 1, kS1, kP0, kP1, kLocal0, kLocal1, kFinal, kRopeRead };
 constexpr uint32_t kLeftTiles = 0x0f, kRightTiles = 0xf0, kRopeTile = 1u << K::kRope;
 
 // What both warpgroups address: the block's tokens, its shared memory, and the loads.
@@ -138,12 +147,16 @@ struct Seesaw {
           tma_load_3d_evict_first(dst + t * K::kTileElems + x * rows * 64, map, bar + t, t * 64, row, page);
     }
   }
-  // The warpgroup's thread 0 reissues `tiles` for block `block` (if the split has it) once all 128
-  // threads are past their wgmma wait on the tiles' last reads.
+  // The warpgroup's thread 0 reissues `tiles` for block `block` (if the split has it): reissue where a
+  // barrier the warpgroup just passed already orders all 128 threads' wgmma waits on the tiles' last reads
+  // before it, reload where a barrier of the warpgroup must.
+  __device__ void reissue(int block, uint32_t tiles, int wg_tid) const {
+    if (block < nb && wg_tid == 0) load(block, tiles);
+  }
   __device__ void reload(int block, uint32_t tiles, int local_bar, int wg_tid) const {
     if (block >= nb) return;
     bar_sync(local_bar, kWarpgroup);
-    if (wg_tid == 0) load(block, tiles);
+    reissue(block, tiles, wg_tid);
   }
   // Rows past the split's end of V columns col0 .. col0 + 255 of `block` -> 0, for this warpgroup's wgmma.
   __device__ void zero_dead_rows(int block, int col0, int local_bar, int wg_tid) const {
@@ -164,9 +177,10 @@ struct Seesaw {
   }
 };
 
-// S = Q K^T of `block` (64 x 64 over 576), tile by tile as each lands: the 4 tiles from kFirst, the rope
-// tile (Q's part from registers), the other 4. One commit group.
-template <int kFirst>
+// S = Q K^T of `block` (64 x 64 over 576), tile by tile as each lands, in the order: the 4 tiles from
+// kFirst, the rope tile (Q's part from registers), the other 4. Steps kBegin .. kEnd - 1 of that order as
+// one commit group (warpgroup 0 issues its next block's first 4 steps behind a P V product, the rest after).
+template <int kFirst, int kBegin = 0, int kEnd = K::kTiles>
 __device__ __forceinline__ void scores(float (&s)[kScoreTiles][4], const Seesaw& ss, int block,
                                        const uint32_t (&q_rope)[4][4]) {
   uint64_t qd = wgmma_desc(ss.q()), kd = wgmma_desc(ss.tiles(block));
@@ -175,7 +189,7 @@ __device__ __forceinline__ void scores(float (&s)[kScoreTiles][4], const Seesaw&
   const uint32_t ph = Seesaw::parity(block);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < K::kTiles; ++k) {
+  for (int k = kBegin; k < kEnd; ++k) {
     const int t = k < 4 ? kFirst + k : k == 4 ? K::kRope : (kFirst + k - 1) % K::kRope;
     mbar_wait_warp(bar + t, ph);
 #pragma unroll
@@ -247,13 +261,15 @@ __device__ __forceinline__ void finish(const Seesaw& ss, int wg, const Lane& ln,
 }
 
 // Warpgroup 0's pairs: S0, its softmax, O_L (o) with the running max m and its share l of the row sums.
+// The loop body starts from S0 complete in s: the next pair's S0 is issued behind P1 V1_L, so that it
+// completes ahead of warpgroup 1's S1 and its softmax overlaps S1 on the tensor cores (FlashMLA's order).
 __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const Lane& ln, const uint32_t (&q_rope)[4][4],
                                                float (&o)[kHalfTiles][4], float (&m)[2], float (&l)[2]) {
+  float s[kScoreTiles][4];
+  scores<0>(s, ss, 0, q_rope);
+  wgmma_wait<0>();
   for (int j0 = 0; j0 < ss.nb; j0 += 2) {
     const int j1 = j0 + 1;
-    float s[kScoreTiles][4];
-    scores<0>(s, ss, j0, q_rope);
-    wgmma_wait<0>();
     reg_fence(s);
     float mx[2], scale0[2], scale1[2];
     mask_scores(s, ss.first_token(j0) + 2 * ln.t4, ss.b.t_end, ss.a.scale_log2, mx);
@@ -266,8 +282,10 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
     ss.zero_dead_rows(j0, 0, kLocal0, tid);
     scale_rows(o, scale0[0], scale0[1]);
     pv_registers(o, pa, ss.tiles(j0), 0);
+    wgmma_wait<0>();  // P0 V0_L: K0's tiles 0-3 and 8 are free, pa may change
+    reg_fence(o);
 
-    bar_sync(kS1, K::kThreads);  // m1 and sP1
+    bar_sync(kS1, K::kThreads);  // m1; and every thread of this warpgroup is past the wait above
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m1 = ss.m(1)[ln.row0 + 8 * r];
@@ -275,9 +293,7 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
       m[r] = m1;
       l[r] *= scale1[r];
     }
-    wgmma_wait<0>();  // P0 V0_L: K0's tiles 0-3 and 8 are free, pa may change
-    reg_fence(o);
-    ss.reload(j0 + 2, kLeftTiles | kRopeTile, kLocal0, tid);
+    ss.reissue(j0 + 2, kLeftTiles | kRopeTile, tid);
 #pragma unroll
     for (int j = 0; j < kScoreTiles; ++j)
 #pragma unroll
@@ -287,14 +303,23 @@ __device__ __forceinline__ void left_warpgroup(const Seesaw& ss, int tid, const 
     bar_arrive(kP0, K::kThreads);
 
     if (j1 < ss.nb) {
+      const bool next = j0 + 2 < ss.nb;
+      bar_sync(kP1, K::kThreads);  // sP1, and warpgroup 1's P V products are issued ahead of P1 V1_L
       ss.wait_tiles(j1, kLeftTiles);
       ss.zero_dead_rows(j1, 0, kLocal0, tid);
       scale_rows(o, scale1[0], scale1[1]);
       pv_half(o, ss.p1(), ss.tiles(j1), 0);
-      wgmma_wait<0>();  // P1 V1_L: K1's tiles 0-3 are free; sP1 may be rewritten after this side's next kM0
+      if (next) {
+        scores<0, 0, 4>(s, ss, j0 + 2, q_rope);  // tiles 0-3 of the next S0, reissued above
+        wgmma_wait<1>();  // P1 V1_L: K1's tiles 0-3 are free; sP1 may be rewritten after this side's next kM0
+      } else {
+        wgmma_wait<0>();
+      }
       reg_fence(o);
       ss.reload(j1 + 2, kLeftTiles, kLocal0, tid);
+      if (next) scores<0, 4>(s, ss, j0 + 2, q_rope);
     }
+    wgmma_wait<0>();  // the next S0 (nothing else in flight across the loop's edge)
   }
 }
 
@@ -325,13 +350,13 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
       l[r] *= scale0[r] * scale1[r];
       if (ln.t4 == 0) ss.m(1)[ln.row0 + 8 * r] = m[r];
     }
+    bar_arrive(kS1, K::kThreads);  // m1 first: warpgroup 0 goes on to P0 while this side stores P1
     uint32_t pa[4][4];
     if (has1) {
       exponentiate(s, m, l);
       p_fragments<kScoreTiles>(pa, s);
       store_p(ss.p1(), ln, pa);
     }
-    bar_arrive(kS1, K::kThreads);
     scale_rows(o, scale0[0] * scale1[0], scale0[1] * scale1[1]);
     if (has1) {
       ss.zero_dead_rows(j1, kHalfCols, kLocal1, tid);
@@ -343,6 +368,7 @@ __device__ __forceinline__ void right_warpgroup(const Seesaw& ss, int tid, const
     ss.zero_dead_rows(j0, kHalfCols, kLocal1, tid);
     pv_half(o, ss.p0(), ss.tiles(j0), kHalfCols);
     if (has1) {
+      bar_arrive(kP1, K::kThreads);  // sP1 (stored above), both products issued
       wgmma_wait<1>();  // P1 V1_R: K1's tiles 4-8 are free
       ss.reload(j1 + 2, kRightTiles | kRopeTile, kLocal1, tid);
     }
