@@ -5,7 +5,8 @@
 // replaced (absorbed_attention_warp_specialized, v5) is timed next to it on the same inputs.
 // Likewise the warp-specialized prefill kernel next to the one-warpgroup kernel it replaced
 // (expanded_attention_one_warpgroup).
-// Times are medians of several runs with CUDA events; inputs are random, never zeros; inputs smaller
+// Times are medians of several runs with CUDA events (decode: replays of a CUDA graph of one call, as the
+// engine's decode steps and the peers in bench/peer_mla.py run); inputs are random, never zeros; inputs smaller
 // than a few L2s are rotated so that repeated runs do not measure the cache. Decode runs over a bf16
 // latent cache and over an FP8 one (e4m3 codes and an f32 scale per token) at the same points. Last, the
 // generic kernels (every shape) run next to the specialized ones at the shapes those are built for, and
@@ -128,6 +129,46 @@ double median_ms(int warm, int reps, const std::function<void(int)>& f) {
   return ms[reps / 2];
 }
 
+// Median milliseconds of `reps` event-timed replays of CUDA graphs, graph i holding the one call f(i, stream)
+// (after `warm` untimed replays), each captured after an eager warm-up call of its own. The engine runs its
+// decode steps as graph replays, and bench/peer_mla.py times the peers the same way, so neither side's
+// host launch cost is counted.
+double median_graph_ms(int warm, int reps, const std::function<void(int, cudaStream_t)>& f) {
+  static const cudaStream_t s = [] {  // one stream: the split partials' buffer is kept per stream
+    cudaStream_t t;
+    CK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+    return t;
+  }();
+  std::vector<cudaGraphExec_t> graphs(warm + reps);
+  for (int i = 0; i < warm + reps; ++i) {
+    f(i, s);  // buffers a call grows (split partials) are allocated outside the capture
+    CK(cudaStreamSynchronize(s));
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    f(i, s);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&graphs[i], g, 0));
+    CK(cudaGraphDestroy(g));
+  }
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < warm; ++i) CK(cudaGraphLaunch(graphs[i], s));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(graphs[warm + i], s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    CK(cudaEventElapsedTime(&ms[i], a, b));
+  }
+  for (cudaGraphExec_t g : graphs) CK(cudaGraphExecDestroy(g));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
 double copy_bandwidth_gbs() {
   const size_t bytes = size_t{2} << 30;
   Tensor a = device(DType::BF16, {static_cast<int64_t>(bytes / 2)}),
@@ -225,10 +266,10 @@ void bench_decode(double copy_gbs) {
         randomize(q, 6);
         const float scale = 0.1352f;  // DeepSeek-V3's YaRN-scaled softmax scale
         auto time_pool = [&](const RandomPool& p, auto attention) {
-          return median_ms(2, 9, [&](int i) {
+          return median_graph_ms(2, 9, [&](int i, cudaStream_t s) {
             splash::PagedKv kv{p.data, tables[i % rot], row_seq, row_len};
             kv.scales = p.scales;
-            attention(out, lse, q, kv, scale, nullptr);
+            attention(out, lse, q, kv, scale, s);
           });
         };
         const double ms = time_pool(pool, splash::cuda::absorbed_attention);
