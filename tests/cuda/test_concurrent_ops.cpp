@@ -1,8 +1,8 @@
 // Backend::concurrently on CUDA: the shared expert on the side stream beside the routed experts on the
 // compute stream, as the model runs an MoE layer, against the CPU reference and bit for bit against the
-// same calls in order on one stream, eagerly and replayed from a CUDA graph, on each moe_expert_outputs
-// path (GEMV, padded, counts read back); and the graph arena's rule that a block freed inside a region
-// is not handed to the other chain before the join. Skipped where no GPU is visible.
+// same calls in order on one stream, eagerly and replayed from a CUDA graph, on each bf16 moe_expert_outputs
+// path (GEMV, grouped GEMM, padded, counts read back); and the graph arena's rule that a block freed inside
+// a region is not handed to the other chain before the join. Skipped where no GPU is visible.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -53,37 +53,42 @@ int64_t first_difference(const std::vector<uint16_t>& a, const std::vector<uint1
 }
 
 TEST_F(CudaOps, SharedExpertBesideRoutedExpertsMatchesInOrder) {
-  const int64_t E = 8, k = 3, d = 256, I = 128, Is = 192;
-  Tensor egu = rand({E, 2 * I, d}, -0.2f, 0.2f), edn = rand({E, d, I}, -0.2f, 0.2f);
+  const int64_t E = 8, k = 3, d = 256, Is = 192;
   Tensor sgu = rand({2 * Is, d}, -0.2f, 0.2f), sdn = rand({d, Is}, -0.2f, 0.2f);
-  // 4 rows: GEMV kernels; 64: the padded batched GEMM; 1500 (E N > 8192): GEMMs sized by counts read back.
-  for (const int64_t N : {4, 64, 1500}) {
-    SCOPED_TRACE("N = " + std::to_string(N));
-    Tensor ids_h = distinct_experts(N, E, k);
-    Tensor x = rand({N, d}), w = rand({N, k}, 0.1f, 1.0f);
-    const MoeLayer gpu_layer{dev(x), gpu().upload(ids_h, DType::I32), dev(w, DType::F32), Weight{dev(sgu)},
-                             Weight{dev(sdn)}, Weight{dev(egu)}, Weight{dev(edn)}};
-    const MoeLayer cpu_layer{x, ids_h, w, Weight{sgu}, Weight{sdn}, Weight{egu}, Weight{edn}};
+  // I = 128: 4 rows take the GEMV kernels, 64 and 1500 the grouped GEMM. I = 100 (down's rows not whole
+  // 16 bytes) neither takes: 4 and 64 rows run the padded batched GEMM, 1500 (E N > 8192) GEMMs sized by
+  // the counts read back, whose host synchronisation then waits beside the side stream's work.
+  for (const int64_t I : {128, 100}) {
+    Tensor egu = rand({E, 2 * I, d}, -0.2f, 0.2f), edn = rand({E, d, I}, -0.2f, 0.2f);
+    for (const int64_t N : {4, 64, 1500}) {
+      SCOPED_TRACE("I = " + std::to_string(I) + ", N = " + std::to_string(N));
+      Tensor ids_h = distinct_experts(N, E, k);
+      Tensor x = rand({N, d}), w = rand({N, k}, 0.1f, 1.0f);
+      const MoeLayer gpu_layer{dev(x), gpu().upload(ids_h, DType::I32), dev(w, DType::F32), Weight{dev(sgu)},
+                               Weight{dev(sdn)}, Weight{dev(egu)}, Weight{dev(edn)}};
+      const MoeLayer cpu_layer{x, ids_h, w, Weight{sgu}, Weight{sdn}, Weight{egu}, Weight{edn}};
 
-    Tensor overlapped = poisoned({N, d}), in_order = poisoned({N, d});
-    shared_beside_routed(gpu(), overlapped, gpu_layer, false);
-    shared_beside_routed(gpu(), in_order, gpu_layer, true);
-    Tensor ref = cpu_tensor(DType::F32, {N, d});
-    shared_beside_routed(cpu_, ref, cpu_layer, false);
-    expect_close(overlapped, ref, kBf16Tol, "shared beside routed");
-    const std::vector<uint16_t> eager = bits_of(gpu(), overlapped);
-    EXPECT_EQ(first_difference(eager, bits_of(gpu(), in_order)), -1) << "the side stream changed the result";
+      Tensor overlapped = poisoned({N, d}), in_order = poisoned({N, d});
+      shared_beside_routed(gpu(), overlapped, gpu_layer, false);
+      shared_beside_routed(gpu(), in_order, gpu_layer, true);
+      Tensor ref = cpu_tensor(DType::F32, {N, d});
+      shared_beside_routed(cpu_, ref, cpu_layer, false);
+      expect_close(overlapped, ref, kBf16Tol, "shared beside routed");
+      const std::vector<uint16_t> eager = bits_of(gpu(), overlapped);
+      EXPECT_EQ(first_difference(eager, bits_of(gpu(), in_order)), -1) << "the side stream changed the result";
 
-    if (!gpu().moe_experts_capturable(N, gpu_layer.experts_gate_up, gpu_layer.experts_down)) continue;
-    std::unique_ptr<GraphPool> pool = gpu().make_graph_pool();
-    Tensor replayed = poisoned({N, d});
-    auto step = [&] { shared_beside_routed(gpu(), replayed, gpu_layer, false); };
-    pool->warm_up(step);
-    std::unique_ptr<DeviceGraph> graph = pool->capture(step);
-    gpu().copy(replayed, poisoned({N, d}));
-    graph->replay();
-    gpu().synchronize();
-    EXPECT_EQ(first_difference(bits_of(gpu(), replayed), eager), -1) << "the graph's fork and join changed the result";
+      if (!gpu().moe_experts_capturable(N, gpu_layer.experts_gate_up, gpu_layer.experts_down)) continue;
+      std::unique_ptr<GraphPool> pool = gpu().make_graph_pool();
+      Tensor replayed = poisoned({N, d});
+      auto step = [&] { shared_beside_routed(gpu(), replayed, gpu_layer, false); };
+      pool->warm_up(step);
+      std::unique_ptr<DeviceGraph> graph = pool->capture(step);
+      gpu().copy(replayed, poisoned({N, d}));
+      graph->replay();
+      gpu().synchronize();
+      EXPECT_EQ(first_difference(bits_of(gpu(), replayed), eager), -1)
+          << "the graph's fork and join changed the result";
+    }
   }
 }
 

@@ -21,6 +21,8 @@
 #include "core/fp8.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/grouped_gemm.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
 #include "cuda/cuda_ops_fixture.h"
 
 namespace splash {
@@ -382,23 +384,29 @@ TEST_F(CudaOps, MoeExpertsPrefillOnOneRankMatchesReference) {
   }
 }
 
+// Routed experts under test: E_local of E_total from expert_begin, top k, x [N, d], experts of width I,
+// run in each of `dtypes`.
+struct MoeCase {
+  const char* name;
+  int64_t E_total, E_local, k, d, I;
+  int expert_begin;
+  std::vector<DType> dtypes;
+};
+
 // Decode batches (N <= 16) take the GEMV kernels, which read only the busy experts' weights.
 TEST_F(CudaOps, MoeExpertsFewRowsMatchReference) {
-  struct Case {
-    const char* name;
-    int64_t E_total, E_local, k, d, I;
-    int expert_begin;
-    std::vector<DType> dtypes;
-  };
-  const Case cases[] = {
+  const MoeCase cases[] = {
       // DeepSeek-V2-Lite's fan-out (d, I a quarter of 2048, 1408): 64 local experts of 72 from index
       // 8; local expert 5 is never chosen; every 5th token (from the third) picks only experts below 8.
       {"V2-Lite-like", 72, 64, 6, 512, 352, 8, {DType::BF16}},
       // d, I multiples of 8 but not of 256 (part tiles, lanes idle in the last step); expert 0 takes
       // every token (16 rows at N = 16: two passes of 8), expert 7 none.
       {"d=520 I=88", 8, 8, 6, 520, 88, 0, {DType::BF16, DType::F16, DType::F32}},
+      // More local experts than the GEMVs' busy_group scans in one round (1024): the busy ones (expert 0,
+      // up to 127 others at 16 rows of top-8) spread over both rounds.
+      {"1100 experts", 1100, 1100, 8, 64, 32, 0, {DType::BF16}},
   };
-  for (const Case& c : cases) {
+  for (const MoeCase& c : cases) {
     const int idle = c.expert_begin + (c.E_local == 64 ? 5 : 7);
     Tensor gu = rand({c.E_local, 2 * c.I, c.d}, -0.2f, 0.2f), dn = rand({c.E_local, c.d, c.I}, -0.2f, 0.2f);
     for (DType dt : c.dtypes) {
@@ -425,6 +433,53 @@ TEST_F(CudaOps, MoeExpertsFewRowsMatchReference) {
         cpu_.moe_experts(ref, x, ids_h, w, Weight{gu}, Weight{dn}, c.expert_begin);
         expect_close(out, ref, dt == DType::F32 ? kF32Tol : kBf16Tol,
                      std::string(c.name) + " " + std::string(dtype_name(dt)) + " N=" + std::to_string(N));
+      }
+    }
+  }
+}
+
+// What neither the GEMVs nor the grouped GEMM take: F32 experts (the grouped GEMM is bf16/f16 only; at
+// d = 256, I = 96 the GEMVs would take them, so rows start past their 16) and widths not whole 16 bytes
+// (I = 100: down's 100-deep rows; d = 250, I = 75: every row). Decode-sized batches (E_local N <= 8192,
+// cuda_moe.cu's kPaddedRowsMax; N = 1000 at 8 experts is 8000) run the padded batched GEMM, larger ones
+// read the expert counts back: with many rows per busy expert (3300 over 8) one cuBLASLt GEMM each, with
+// few (about 412 over 8, below 96 a busy expert) one grouped cuBLAS call. moe_experts_capturable tells
+// the read-back from the rest, and the fits checks that these operands reach neither the GEMVs nor the
+// grouped GEMM, so the capturable ones run the padded layout. F32 to kF32Tol: every GEMM here computes in
+// plain f32 (CUBLAS_COMPUTE_32F, no TF32), as the reference does, so only the order of the sums differs;
+// bf16/f16 to kBf16Tol: h and y are rounded once each.
+TEST_F(CudaOps, MoeExpertsOffTheGroupedGemmMatchReference) {
+  struct Case : MoeCase {
+    std::vector<int64_t> padded_rows, read_back_rows;
+  };
+  const Case cases[] = {
+      {{"f32", 8, 8, 3, 256, 96, 0, {DType::F32}}, {64, 1000}, {1100}},
+      // One rank of eight: 8 local experts of 64 from index 16; some rows have no local expert.
+      {{"f32 one rank of eight", 64, 8, 3, 256, 96, 16, {DType::F32}}, {64}, {1100}},
+      {{"I=100", 8, 8, 3, 256, 100, 0, {DType::BF16, DType::F16}}, {4, 64}, {1100}},
+      {{"d=250 I=75", 8, 8, 3, 250, 75, 0, {DType::BF16}}, {16, 64}, {1100}},
+  };
+  for (const Case& c : cases) {
+    Tensor gu = rand({c.E_local, 2 * c.I, c.d}, -0.2f, 0.2f), dn = rand({c.E_local, c.d, c.I}, -0.2f, 0.2f);
+    for (DType dt : c.dtypes) {
+      const Weight gu_d{dev(gu, dt)}, dn_d{dev(dn, dt)};
+      for (const bool read_back : {false, true}) {
+        for (const int64_t N : read_back ? c.read_back_rows : c.padded_rows) {
+          const std::string what = std::string(c.name) + " " + std::string(dtype_name(dt)) + " N=" + std::to_string(N);
+          Tensor ids_h = distinct_experts(N, c.E_total, c.k);
+          Tensor w = rand({N, c.k}, 0.1f, 1.0f), x = rand({N, c.d}), init = rand({N, c.d});
+          const Tensor x_d = dev(x, dt), h = gpu().empty(dt, {N, c.I});  // h: the down projection's input
+          if (N <= 16) {
+            EXPECT_FALSE(cuda::moe_gemv_fits(x_d, gu_d.w, dn_d.w)) << what;
+          }
+          EXPECT_FALSE(cuda::grouped_gemm_fits(x_d, gu_d.w) && cuda::grouped_gemm_fits(h, dn_d.w)) << what;
+          EXPECT_EQ(gpu().moe_experts_capturable(N, gu_d, dn_d), !read_back) << what;
+          Tensor out = dev(init, dt);
+          gpu().moe_experts(out, x_d, gpu().upload(ids_h, DType::I32), dev(w, DType::F32), gu_d, dn_d, c.expert_begin);
+          Tensor ref = cpu_.to_host_f32(init);
+          cpu_.moe_experts(ref, x, ids_h, w, Weight{gu}, Weight{dn}, c.expert_begin);
+          expect_close(out, ref, dt == DType::F32 ? kF32Tol : kBf16Tol, what);
+        }
       }
     }
   }

@@ -24,7 +24,7 @@ void fp8_gemv(const GemmOut& out, const Fp8Rows& x, const Fp8Matrix& w, int64_t 
     using TO = typename decltype(t)::type;
     dispatch_max_rows(M, [&](auto maxr) {
       launch_kernel(rows_gemv_fp8_kernel<TO, decltype(maxr)::value>, tiles(N, kWarps * kRowsPerWarp), kThreads, 0, st,
-          static_cast<TO*>(out.data), out.ld, accumulate, x, M, w.codes, 0, w.ld, w.scales, 0, w.scale_ld, nullptr, M,
+          static_cast<TO*>(out.data), out.ld, accumulate, x, M, w.codes, 0, w.ld, w.scales, 0, w.scale_ld, nullptr, 1, M,
           K, N);
     });
   });

@@ -20,6 +20,51 @@ constexpr int kWarps = 4;  // small blocks: register-limited occupancy comes in 
 constexpr int kRowsPerWarp = 4;
 constexpr int kThreads = kWarps * 32;
 
+// The local expert that block row y serves: the y-th expert holding rows (offsets[e] < offsets[e + 1]), in
+// expert order, or -1 past the last. The expert GEMVs launch min(E, entries) block rows, not E: at one
+// decode row 6 of V2-Lite's 64 experts hold rows, and blocks launched for the other 58 only to exit made
+// up 90% of each launch. Every thread of the block calls it; it takes experts 8 a thread, one load round.
+__device__ __forceinline__ int busy_group(const int32_t* offsets, int E, int y) {
+  constexpr int kPer = 8;
+  __shared__ int found, warp_busy[kWarps];
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  for (int base = 0; base < E; base += kThreads * kPer) {
+    const int e0 = base + t * kPer;
+    int bound[kPer + 1];
+#pragma unroll
+    for (int i = 0; i <= kPer; ++i) bound[i] = e0 + i <= E ? offsets[e0 + i] : 0;
+    unsigned busy = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) busy |= static_cast<unsigned>(e0 + i < E && bound[i + 1] > bound[i]) << i;
+    const int mine = __popc(busy);
+    int upto = mine;  // busy experts of this warp's threads up to this one
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int v = __shfl_up_sync(0xffffffffu, upto, o);
+      if (lane >= o) upto += v;
+    }
+    if (t == 0) found = -1;
+    if (lane == 31) warp_busy[warp] = upto;
+    __syncthreads();
+    int before = upto - mine, total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? warp_busy[w] : 0;
+      total += warp_busy[w];
+    }
+    if (y >= before && y < before + mine) {
+      unsigned m = busy;
+      for (int i = before; i < y; ++i) m &= m - 1;  // drop the busy experts before the y-th
+      found = e0 + __ffs(m) - 1;
+    }
+    __syncthreads();
+    if (y < total) return found;
+    y -= total;
+    __syncthreads();  // warp_busy and found are rewritten by the next round
+  }
+  return -1;
+}
+
 // Sums each dot over the warp; every lane gets the totals.
 template <int ROWS, int MAXR>
 __device__ __forceinline__ void warp_sum(float (&acc)[ROWS][MAXR], int rows) {
@@ -117,19 +162,20 @@ __device__ __forceinline__ void fp8_gemv_passes(int64_t count, bool busy, const 
   }
 }
 
-// y[i] (+)= h[i] w_e^T (row stride y_ld) for the rows i of group e = blockIdx.y: offsets[e] .. offsets[e + 1]
-// (the routed experts' sorted rows), or with no offsets the `rows` rows of one group (a dense linear).
+// y[i] (+)= h[i] w_e^T (row stride y_ld) for the rows i of group e = busy_group(offsets, E, blockIdx.y):
+// offsets[e] .. offsets[e + 1] (the routed experts' sorted rows), or with no offsets the `rows` rows of one
+// group (a dense linear).
 // w [groups, d, I] FP8 codes, scales [groups, blocks of d, blocks of I]; h quantized (scales [block][h_rows]).
 // Block: outputs [blockIdx.x * kWarps * kRowsPerWarp, + kWarps * kRowsPerWarp), input rows MAXR at a time.
 template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads)
     rows_gemv_fp8_kernel(T* y, int64_t y_ld, bool accumulate, Fp8Rows h, int64_t h_rows, const uint8_t* w,
                          int64_t w_expert_stride, int64_t w_row_stride, const float* ws, int64_t ws_expert_stride,
-                         int64_t ws_row_stride, const int32_t* offsets, int64_t rows, int64_t I, int64_t d) {
+                         int64_t ws_row_stride, const int32_t* offsets, int E, int64_t rows, int64_t I, int64_t d) {
   pdl_begin();
-  const int e = blockIdx.y;
+  const int e = offsets ? busy_group(offsets, E, blockIdx.y) : 0;
+  if (e < 0) return;
   const int64_t begin = offsets ? offsets[e] : 0, count = offsets ? offsets[e + 1] - begin : rows;
-  if (count == 0) return;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;

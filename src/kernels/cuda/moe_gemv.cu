@@ -1,9 +1,12 @@
 // Routed experts as batched GEMVs: with at most a few rows per expert the work is reading the busy
 // experts' weights once, so each warp streams kRowsPerWarp weight rows with 16-byte loads and dots
 // them with the expert's input rows (L1/L2 hits: they are tiny), accumulating in f32; a warp-shuffle
-// sum finishes each dot. Grid = (output tiles, local experts); an idle expert's blocks exit at once.
+// sum finishes each dot. Grid = (output tiles, min(local experts, entries)): block row y serves the y-th
+// expert holding rows (busy_group), so idle experts take no blocks.
 // FP8 experts stream 16 codes per load (half the bytes) against their pre-quantized inputs.
 #include "kernels/cuda/moe_gemv.cuh"
+
+#include <algorithm>
 
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_check.cuh"
@@ -70,12 +73,14 @@ __device__ __forceinline__ void dot_rows(float (&acc)[ROWS][MAXR], const T* cons
 template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     moe_gate_up_gemv_kernel(T* h, const T* x, int64_t x_stride, const T* w, int64_t w_expert_stride,
-                            int64_t w_row_stride, const int32_t* offsets, const int32_t* row_of, int64_t I, int64_t d) {
+                            int64_t w_row_stride, const int32_t* offsets, int E, const int32_t* row_of, int64_t I,
+                            int64_t d) {
   pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
   __shared__ int64_t in_off[MAXR];
-  const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
-  if (count == 0) return;
+  const int e = busy_group(offsets, E, blockIdx.y);
+  if (e < 0) return;
+  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * P;
   const T* we = w + e * w_expert_stride;
@@ -114,11 +119,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     moe_down_gemv_kernel(T* y, const T* h, const T* w, int64_t w_expert_stride, int64_t w_row_stride,
-                         const int32_t* offsets, int64_t I, int64_t d) {
+                         const int32_t* offsets, int E, int64_t I, int64_t d) {
   pdl_begin();
   __shared__ int64_t in_off[MAXR];
-  const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
-  if (count == 0) return;
+  const int e = busy_group(offsets, E, blockIdx.y);
+  if (e < 0) return;
+  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const T* we = w + e * w_expert_stride;
@@ -156,11 +162,12 @@ template <typename T, int MAXR>
 __global__ void __launch_bounds__(kThreads)
     moe_gate_up_gemv_fp8_kernel(T* h, Fp8Rows x, int64_t x_rows, const uint8_t* w, int64_t w_expert_stride,
                                 int64_t w_row_stride, const float* ws, int64_t ws_expert_stride, int64_t ws_row_stride,
-                                const int32_t* offsets, const int32_t* row_of, int64_t I, int64_t d) {
+                                const int32_t* offsets, int E, const int32_t* row_of, int64_t I, int64_t d) {
   pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
-  const int e = blockIdx.y, begin = offsets[e], count = offsets[e + 1] - begin;
-  if (count == 0) return;
+  const int e = busy_group(offsets, E, blockIdx.y);
+  if (e < 0) return;
+  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * P;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;
@@ -196,7 +203,8 @@ bool moe_gemv_fits(const Tensor& x, const Tensor& gate_up, const Tensor& down) {
 void moe_experts_gemv(Tensor y, Tensor h, const Tensor& x, const Tensor& gate_up, const Tensor& down,
                       const int32_t* offsets, const int32_t* row_of, int64_t max_rows, cudaStream_t st) {
   const int64_t d = x.size(1), I = down.size(2);
-  const unsigned E = static_cast<unsigned>(gate_up.size(0));
+  const int E = static_cast<int>(gate_up.size(0));
+  const unsigned busy = static_cast<unsigned>(std::min<int64_t>(E, h.size(0)));  // experts holding rows, at most
   SPLASH_CHECK(moe_gemv_fits(x, gate_up, down) && h.is_contiguous() && y.is_contiguous() && h.size(1) == I &&
                    y.size(1) == d,
                "moe_experts_gemv: x {} gate_up {} down {} h {} y {}", x.shape_str(), gate_up.shape_str(),
@@ -205,12 +213,12 @@ void moe_experts_gemv(Tensor y, Tensor h, const Tensor& x, const Tensor& gate_up
     using T = typename decltype(t)::type;
     dispatch_max_rows(max_rows, [&](auto maxr) {
       constexpr int MAXR = decltype(maxr)::value;
-      launch_kernel(moe_gate_up_gemv_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st,
-          h.ptr<T>(), x.ptr<T>(), x.stride(0), gate_up.ptr<T>(), gate_up.stride(0), gate_up.stride(1), offsets,
+      launch_kernel(moe_gate_up_gemv_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), busy), kThreads, 0,
+          st, h.ptr<T>(), x.ptr<T>(), x.stride(0), gate_up.ptr<T>(), gate_up.stride(0), gate_up.stride(1), offsets, E,
           row_of, I, d);
       SPLASH_CUDA_LAUNCHED();
-      launch_kernel(moe_down_gemv_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st,
-          y.ptr<T>(), h.ptr<T>(), down.ptr<T>(), down.stride(0), down.stride(1), offsets, I, d);
+      launch_kernel(moe_down_gemv_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), busy), kThreads, 0, st,
+          y.ptr<T>(), h.ptr<T>(), down.ptr<T>(), down.stride(0), down.stride(1), offsets, E, I, d);
       SPLASH_CUDA_LAUNCHED();
     });
   });
@@ -223,7 +231,8 @@ void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, 
                           const int32_t* row_of, int64_t max_rows, cudaStream_t st) {
   const Tensor &gw = gate_up.w, &gs = gate_up.scale_inv, &dw = down.w, &ds = down.scale_inv;
   const int64_t d = gw.size(2), I = dw.size(2), entries = h.size(0);
-  const unsigned E = static_cast<unsigned>(gw.size(0));
+  const int E = static_cast<int>(gw.size(0));
+  const unsigned busy = static_cast<unsigned>(std::min<int64_t>(E, entries));  // experts holding rows, at most
   SPLASH_CHECK(moe_gemv_fp8_fits(d, I) && h.is_contiguous() && y.is_contiguous() && h.size(1) == I && y.size(1) == d &&
                    gw.stride(2) == 1 && dw.stride(2) == 1 && gs.stride(2) == 1 && ds.stride(2) == 1,
                "moe_experts_gemv_fp8: gate_up {} down {} h {} y {}", gw.shape_str(), dw.shape_str(), h.shape_str(),
@@ -232,14 +241,14 @@ void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, 
     using T = typename decltype(t)::type;
     dispatch_max_rows(max_rows, [&](auto maxr) {
       constexpr int MAXR = decltype(maxr)::value;
-      launch_kernel(moe_gate_up_gemv_fp8_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), E), kThreads, 0, st,
-          h.ptr<T>(), x, n_rows, gw.ptr<uint8_t>(), gw.stride(0), gw.stride(1), gs.ptr<float>(), gs.stride(0),
-          gs.stride(1), offsets, row_of, I, d);
+      launch_kernel(moe_gate_up_gemv_fp8_kernel<T, MAXR>, dim3(tiles(I, kWarps * kRowsPerWarp / 2), busy), kThreads, 0,
+          st, h.ptr<T>(), x, n_rows, gw.ptr<uint8_t>(), gw.stride(0), gw.stride(1), gs.ptr<float>(), gs.stride(0),
+          gs.stride(1), offsets, E, row_of, I, d);
       SPLASH_CUDA_LAUNCHED();
       quantize_rows_fp8(h, hq, hq_ld, hs, {entries}, st);  // as linear() quantizes down's input
-      launch_kernel(rows_gemv_fp8_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), E), kThreads, 0, st,
+      launch_kernel(rows_gemv_fp8_kernel<T, MAXR>, dim3(tiles(d, kWarps * kRowsPerWarp), busy), kThreads, 0, st,
           y.ptr<T>(), d, false, Fp8Rows{hq, hq_ld, hs}, entries, dw.ptr<uint8_t>(), dw.stride(0), dw.stride(1),
-          ds.ptr<float>(), ds.stride(0), ds.stride(1), offsets, 0, I, d);
+          ds.ptr<float>(), ds.stride(0), ds.stride(1), offsets, E, 0, I, d);
       SPLASH_CUDA_LAUNCHED();
     });
   });
