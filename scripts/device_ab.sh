@@ -6,6 +6,8 @@
 #   bash scripts/device_ab.sh               # THERE, one `run` call with carry [".device-deps", ".device-ab"]
 #
 # SPLASH_AB_BATCHES (default "1 64") and SPLASH_AB_REPS (default 2) set the points and repetitions.
+# SPLASH_AB_BENCH=attention compares splash_bench_attention's decode tables instead (SPLASH_BENCH_HEADS,
+# _BATCHES and _CONTEXTS narrow them, as for the bench itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = prepare ]; then
@@ -34,11 +36,23 @@ if [ $missing = 1 ]; then  # the carried Debian 12 packages in a private prefix,
   export PKG_CONFIG_PATH=$LIBDIR/pkgconfig PKG_CONFIG_SYSROOT_DIR=$P LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   ARGS+=(-DCMAKE_PREFIX_PATH="$P/usr")
 fi
-(cmake -S "$OLD" -B "$OLD/build" "${ARGS[@]}" > /tmp/ab_old.log 2>&1 && cmake --build "$OLD/build" -j "$(nproc)" --target splash >> /tmp/ab_old.log 2>&1) &
-(cmake -S . -B build-ab "${ARGS[@]}" > /tmp/ab_new.log 2>&1 && cmake --build build-ab -j "$(nproc)" --target splash >> /tmp/ab_new.log 2>&1) &
+BENCH=${SPLASH_AB_BENCH:-e2e}
+TARGET=splash; [ "$BENCH" = attention ] && TARGET=splash_bench_attention
+(cmake -S "$OLD" -B "$OLD/build" "${ARGS[@]}" > /tmp/ab_old.log 2>&1 && cmake --build "$OLD/build" -j "$(nproc)" --target $TARGET >> /tmp/ab_old.log 2>&1) &
+(cmake -S . -B build-ab "${ARGS[@]}" > /tmp/ab_new.log 2>&1 && cmake --build build-ab -j "$(nproc)" --target $TARGET >> /tmp/ab_new.log 2>&1) &
 wait
-[ -x "$OLD/build/splash" ] && [ -x build-ab/splash ] || { tail -20 /tmp/ab_old.log /tmp/ab_new.log; exit 1; }
+[ -x "$OLD/build/$TARGET" ] && [ -x build-ab/$TARGET ] || { tail -20 /tmp/ab_old.log /tmp/ab_new.log; exit 1; }
 echo "old: $(cat .device-ab/rev 2>/dev/null || echo '?')  new: this tree"
+if [ "$BENCH" = attention ]; then
+  for rep in $(seq "${SPLASH_AB_REPS:-2}"); do
+    for which in old new; do
+      bin=$OLD/build/splash_bench_attention; [ $which = new ] && bin=build-ab/splash_bench_attention
+      echo "== $which rep $rep"
+      "$bin" decode 2>&1 | grep -E '^ +[0-9]|^limits|^ +B '
+    done
+  done
+  exit 0
+fi
 for rep in $(seq "${SPLASH_AB_REPS:-2}"); do
   for b in ${SPLASH_AB_BATCHES:-1 64}; do
     for which in old new; do
