@@ -4,6 +4,7 @@
 // they are tiny), accumulating in f32; a warp-shuffle sum finishes each dot.
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -64,6 +65,17 @@ __device__ __forceinline__ int busy_group(const int32_t* offsets, int E, int y) 
   }
   return -1;
 }
+
+// The sorted rows [begin, begin + count) of local expert e that block row y serves (busy_group), e = -1
+// past the last busy expert; and the block rows to launch for E local experts and `entries` routed rows.
+struct ExpertRows {
+  int e, begin, count;
+};
+__device__ __forceinline__ ExpertRows busy_expert_rows(const int32_t* offsets, int E, int y) {
+  const int e = busy_group(offsets, E, y);
+  return e < 0 ? ExpertRows{-1, 0, 0} : ExpertRows{e, offsets[e], offsets[e + 1] - offsets[e]};
+}
+inline unsigned expert_block_rows(int64_t E, int64_t entries) { return static_cast<unsigned>(std::min(E, entries)); }
 
 // Sums each dot over the warp; every lane gets the totals.
 template <int ROWS, int MAXR>
@@ -173,9 +185,10 @@ __global__ void __launch_bounds__(kThreads)
                          int64_t w_expert_stride, int64_t w_row_stride, const float* ws, int64_t ws_expert_stride,
                          int64_t ws_row_stride, const int32_t* offsets, int E, int64_t rows, int64_t I, int64_t d) {
   pdl_begin();
-  const int e = offsets ? busy_group(offsets, E, blockIdx.y) : 0;
-  if (e < 0) return;
-  const int64_t begin = offsets ? offsets[e] : 0, count = offsets ? offsets[e + 1] - begin : rows;
+  const ExpertRows g = offsets ? busy_expert_rows(offsets, E, blockIdx.y) : ExpertRows{0, 0, static_cast<int>(rows)};
+  if (g.e < 0) return;
+  const int e = g.e;
+  const int64_t begin = g.begin, count = g.count;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;

@@ -6,8 +6,6 @@
 // FP8 experts stream 16 codes per load (half the bytes) against their pre-quantized inputs.
 #include "kernels/cuda/moe_gemv.cuh"
 
-#include <algorithm>
-
 #include "core/fp8.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/cuda_types.cuh"
@@ -78,9 +76,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
   __shared__ int64_t in_off[MAXR];
-  const int e = busy_group(offsets, E, blockIdx.y);
+  const auto [e, begin, count] = busy_expert_rows(offsets, E, blockIdx.y);
   if (e < 0) return;
-  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * P;
   const T* we = w + e * w_expert_stride;
@@ -122,9 +119,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                          const int32_t* offsets, int E, int64_t I, int64_t d) {
   pdl_begin();
   __shared__ int64_t in_off[MAXR];
-  const int e = busy_group(offsets, E, blockIdx.y);
+  const auto [e, begin, count] = busy_expert_rows(offsets, E, blockIdx.y);
   if (e < 0) return;
-  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int lane = threadIdx.x % 32;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   const T* we = w + e * w_expert_stride;
@@ -165,9 +161,8 @@ __global__ void __launch_bounds__(kThreads)
                                 const int32_t* offsets, int E, const int32_t* row_of, int64_t I, int64_t d) {
   pdl_begin();
   constexpr int P = kRowsPerWarp / 2;
-  const int e = busy_group(offsets, E, blockIdx.y);
+  const auto [e, begin, count] = busy_expert_rows(offsets, E, blockIdx.y);
   if (e < 0) return;
-  const int begin = offsets[e], count = offsets[e + 1] - begin;
   const int64_t j0 = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * P;
   const uint8_t* we = w + e * w_expert_stride;
   const float* wse = ws + e * ws_expert_stride;
@@ -204,7 +199,7 @@ void moe_experts_gemv(Tensor y, Tensor h, const Tensor& x, const Tensor& gate_up
                       const int32_t* offsets, const int32_t* row_of, int64_t max_rows, cudaStream_t st) {
   const int64_t d = x.size(1), I = down.size(2);
   const int E = static_cast<int>(gate_up.size(0));
-  const unsigned busy = static_cast<unsigned>(std::min<int64_t>(E, h.size(0)));  // experts holding rows, at most
+  const unsigned busy = expert_block_rows(E, h.size(0));
   SPLASH_CHECK(moe_gemv_fits(x, gate_up, down) && h.is_contiguous() && y.is_contiguous() && h.size(1) == I &&
                    y.size(1) == d,
                "moe_experts_gemv: x {} gate_up {} down {} h {} y {}", x.shape_str(), gate_up.shape_str(),
@@ -232,7 +227,7 @@ void moe_experts_gemv_fp8(Tensor y, Tensor h, const Fp8Rows& x, int64_t n_rows, 
   const Tensor &gw = gate_up.w, &gs = gate_up.scale_inv, &dw = down.w, &ds = down.scale_inv;
   const int64_t d = gw.size(2), I = dw.size(2), entries = h.size(0);
   const int E = static_cast<int>(gw.size(0));
-  const unsigned busy = static_cast<unsigned>(std::min<int64_t>(E, entries));  // experts holding rows, at most
+  const unsigned busy = expert_block_rows(E, entries);
   SPLASH_CHECK(moe_gemv_fp8_fits(d, I) && h.is_contiguous() && y.is_contiguous() && h.size(1) == I && y.size(1) == d &&
                    gw.stride(2) == 1 && dw.stride(2) == 1 && gs.stride(2) == 1 && ds.stride(2) == 1,
                "moe_experts_gemv_fp8: gate_up {} down {} h {} y {}", gw.shape_str(), dw.shape_str(), h.shape_str(),
