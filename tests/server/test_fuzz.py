@@ -167,5 +167,6 @@ def test_fuzz_post_endpoints(fuzz_server):
     assert fuzz_server.proc.poll() is None
     fuzz_server.wait_drained(timeout=30)
     assert fuzz_server.get("/health").status_code == 200
-    ok = fuzz_server.post("/generate", {"input_ids": [5], "sampling_params": {"max_new_tokens": 2}})
-    assert ok.status_code == 200 and len(ok.json()["output_ids"]) == 2
+    # ignore_eos: a sampled end-of-sequence token would end it after one token and say nothing of the server.
+    ok = fuzz_server.post("/generate", {"input_ids": [5], "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}})
+    assert ok.status_code == 200 and len(ok.json()["output_ids"]) == 2, ok.text
