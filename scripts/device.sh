@@ -138,6 +138,8 @@ check() {  # name, model, extra args
 if want checks; then
   check T1_auto $FIX
   check T1_absorbed_chunk7 $FIX --attn-form absorbed --prefill-chunk 7
+  # Expanded attention in windows of 5 tokens: windows merged by the merge kernel's log-sum-exp output.
+  check T1_window5_chunk7 $FIX --prefill-attention-window 5 --prefill-chunk 7
   if [ "$T" -ge 2 ]; then
     for l in tp dp cp dop; do check "T${T}_$l" $FIX --ranks "$T" --attn-layout $l --prefill-chunk 7; done
     check "T${T}_switch_walk_overlapped" $FIX --ranks "$T" --attn-layout tp --prefill-chunk 7 --switch "$WALK"

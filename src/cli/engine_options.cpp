@@ -42,6 +42,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
           "auto | bf16 | fp8_e4m3"));
   cmd.add_option("--attn-form", f.attn_form, "MLA form: auto (expanded prefill, absorbed decode) | expanded | absorbed")
       ->capture_default_str();
+  cmd.add_option("--prefill-attention-window", f.prefill_attention_window,
+                 "context tokens one pass of expanded (prefill) attention expands through KV-B; longer contexts go in "
+                 "passes merged exactly (0: as many as 1 GiB holds, at most 65536)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
   CLI::Option* nnodes = add_multinode_flags(cmd, f.multinode);
   if (!across_processes)
@@ -133,6 +137,7 @@ GroupOptions make_group_options(const EngineFlags& f) {
   g.graphs = {!f.disable_cuda_graph, f.cuda_graph_max_bs};
   g.kv_cache_dtype = parse_kv_cache_dtype_flag(f.kv_cache_dtype);
   g.quantization = parse_quantization(f.quantization);
+  g.prefill_window = f.prefill_attention_window;
   apply_placement_flags(f.placement, g);
   return g;
 }

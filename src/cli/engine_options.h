@@ -8,6 +8,7 @@
 #include "cli/placement_flags.h"
 #include "core/kv_cache_dtype.h"
 #include "engine/layout_switcher.h"
+#include "engine/scheduler.h"
 #include "model/step_graphs.h"
 #include "plan/step_plan.h"
 
@@ -26,11 +27,12 @@ struct EngineFlags {
   int page_size = 64;
   std::string kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8_e4m3 (SGLang's, vLLM's name)
   std::string attn_form = "auto";
+  int64_t prefill_attention_window = 0;  // tokens per expanded attention pass (0: layout/expanded_window.h)
   std::string log_level = "info";
   std::string log_format = "text";  // --log-format (serve, generate): text | json
   // Scheduler and memory (SGLang's names where they exist).
-  int64_t max_batched_tokens = 2048;
-  int64_t chunked_prefill_size = 512;
+  int64_t max_batched_tokens = SchedulerOptions{}.max_batched_tokens;
+  int64_t chunked_prefill_size = SchedulerOptions{}.prefill_chunk;
   int max_running_requests = 256;
   std::string admission = "reserve";
   std::string mem_per_rank = "auto";

@@ -199,8 +199,10 @@ class Backend {
   // v[Tk, H, d_v]; row n attends to tokens [kv_start[n], kv_start[n] + kv_len[n]).
   virtual void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                                   Tensor row_kv_start, Tensor row_kv_len, float scale) = 0;
-  // Exact merge of partial attention over disjoint token sets: parts[P, N, H, D], lses[P, N, H].
-  virtual void merge_attention(Tensor out, Tensor parts, Tensor lses) = 0;
+  // Exact merge of partial attention over disjoint token sets: parts[P, N, H, D], lses[P, N, H]. Given
+  // out_lse [N, H] (F32), the merged log-sum-exp goes there too (-inf where no part saw a token), so that
+  // merges can be chained; out and out_lse must not overlap the inputs.
+  virtual void merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) = 0;
   // Why attention of these widths (C = kv_lora_rank, head dims d_n, d_r, d_v) cannot run here, "" where
   // it can: asked when a model loads, so that it is refused then rather than at its first step.
   virtual std::string attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t d_v) const { return {}; }

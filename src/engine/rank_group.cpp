@@ -11,6 +11,7 @@
 #include "engine/group_command.h"
 #include "engine/rank_placement.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "layout/expanded_window.h"
 #include "layout/graph_memory.h"
 #include "layout/memory_plan.h"
 #include "layout/weight_bytes.h"
@@ -62,6 +63,12 @@ int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, boo
   // Activations are in the backend's weight dtype (the KV element may be FP8).
   return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size,
                             static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).weight_dtype)), fp8_weights);
+}
+
+int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt) {
+  if (opt.backend == "cpu") return 0;
+  return expanded_window_bytes(cfg, static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).weight_dtype)),
+                               opt.prefill_window);
 }
 
 KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv) {
@@ -176,7 +183,7 @@ void RankGroup::load_ranks(const WeightSource& weights) {
     Backend& be = *w.backend;
     const ParallelSplit split = make_parallel_split(cfg_, w.rank, opt.ranks);
     RankEnv env{be, *comm_refs_[w.index], *transfer_comm_refs_[w.index], cfg_,
-                make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor()};
+                make_rope_table(be, cfg_, cfg_.max_position_embeddings), Tensor(), opt.prefill_window};
     w.model = std::make_unique<DeepseekModel>(
         std::move(env), load_model_weights(be, weights, cfg_, split, loaded_layout_, fp8_weights_));
     w.graphs = std::make_unique<StepGraphs>(*w.model, opt.graphs);

@@ -56,6 +56,7 @@ struct GroupOptions {
   // CUDA graphs of decode steps (model/step_graphs.h): on GPU ranks whose collectives are NCCL's.
   GraphOptions graphs;
   Quantization quantization = Quantization::Auto;  // --quantization: FP8 weights or not (model/model_weights.h)
+  int64_t prefill_window = 0;  // --prefill-attention-window (model/rank_env.h); 0: the default bounds
   // The processes the group spans (null: this one alone); their ranks use no `devices` (local rank i
   // runs on GPU i).
   std::shared_ptr<ProcessLink> link;
@@ -95,6 +96,9 @@ KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv = KvCacheDtype:
 // one talk through the device-local communicator, whose host rendezvous a graph cannot capture).
 // `fp8_weights`: the group holds FP8 weights (their GEMMs quantize activations in the graphs' pool too).
 int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, bool fp8_weights = false);
+// Device memory per rank one window of expanded (prefill) attention takes (layout/expanded_window.h), which
+// the memory plan reserves on GPU backends: 0 on the CPU, whose steps take host memory as they go.
+int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt);
 // Pages `replica_bytes` (one layer's full projections: layout/weight_bytes.h, projection_replica_layout)
 // take in a pool of `page_size`-token latent pages of `kv_elem_bytes`-byte elements (the run a replicated
 // layout holds per layer; an FP8 pool's scales hold no weights), with room to align the run's start to a

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/upload.h"
+#include "layout/expanded_window.h"
 #include "model/attention/mla_attention.h"
 #include "model/page_copies.h"
 
@@ -136,10 +137,17 @@ void DeepseekModel::copy_pages(const StepPlan& plan) {
   if (!plan.page_copies.empty()) splash::copy_pages(env_, plan.page_copies[env_.rank()]);
 }
 
+StepInputs DeepseekModel::inputs(const StepPlan& plan) const {
+  const int heads = projection_heads(plan.layout, env_.rank(), plan.ranks, env_.cfg.num_attention_heads).count();
+  const int64_t window = expanded_window_tokens(env_.cfg, heads, static_cast<int64_t>(dtype_size(env_.be.act_dtype())),
+                                                env_.expanded_window);
+  return StepInputs(plan, env_.rank(), env_.cfg.num_hidden_layers, window);
+}
+
 StepOutput DeepseekModel::forward(const StepPlan& plan, LayerTransfers* transfers) {
   copy_pages(plan);
   if (plan.rows() == 0 && !transfers) return {};  // only the copies
-  const StepInputs inputs(plan, env_.rank(), env_.cfg.num_hidden_layers);
+  const StepInputs inputs = this->inputs(plan);
   const Tensor packed = env_.be.upload(inputs.pack().host(), DType::I32);  // every index of the step at once
   return read(compute(plan, inputs, packed, transfers), inputs.host_rows(), inputs.greedy_rows());
 }

@@ -35,6 +35,8 @@ class DeepseekModel {
   DeviceOutputs compute(const StepPlan& plan, const StepInputs& inputs, const Tensor& packed,
                         LayerTransfers* in_transit = nullptr);
   StepOutput read(const DeviceOutputs& out, int64_t host_rows, int64_t greedy_rows);
+  // The step inputs of `plan` for this rank.
+  StepInputs inputs(const StepPlan& plan) const;
   // Whether a step of `rows` rows (no switch in transit) runs without the host in its device work, so
   // that a graph can capture it: every collective capturable (communicator), no MoE layer reading its
   // expert counts back, no routing hook.

@@ -16,6 +16,9 @@ struct RankEnv {
   const ModelConfig& cfg;
   RopeTable rope;
   LatentPool kv_pool;  // [pages, page_size, C + d_r] (+ the per-token scales of an FP8 cache)
+  // --prefill-attention-window: tokens of context one expanded attention pass expands (0: the default
+  // bounds of layout/expanded_window.h).
+  int64_t expanded_window = 0;
   int rank() const { return comm.rank(); }
   int ranks() const { return comm.size(); }
 };

@@ -43,7 +43,7 @@ StepOutput StepGraphs::forward(const StepPlan& plan, LayerTransfers* in_transit)
     return model_.forward(plan, in_transit);
   }
   const StepPlan padded = pad_plan(plan, *batch);
-  const StepInputs inputs(padded, model_.env().rank(), model_.env().cfg.num_hidden_layers);
+  const StepInputs inputs = model_.inputs(padded);
   std::vector<int64_t> key = inputs.key();
   key.push_back(static_cast<int64_t>(model_.state_fingerprint()));
   if (failed_.count(key)) {

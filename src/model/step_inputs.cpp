@@ -14,8 +14,8 @@ LogitRows logit_rows(const StepPlan& plan) {
   return r;
 }
 
-StepInputs::StepInputs(const StepPlan& plan, int rank, int layers)
-    : attention_(plan, rank, layers, pack_), layout_(plan.layout) {
+StepInputs::StepInputs(const StepPlan& plan, int rank, int layers, int64_t window)
+    : attention_(plan, rank, layers, window, pack_), layout_(plan.layout) {
   tokens_ = pack_.add(plan.tokens);
   LogitRows rows = splash::logit_rows(plan);
   host_rows_ = static_cast<int64_t>(rows.host.size());

@@ -21,7 +21,8 @@ LogitRows logit_rows(const StepPlan& plan);
 
 class StepInputs {
  public:
-  StepInputs(const StepPlan& plan, int rank, int layers);
+  // `window`: the expanded attention's window in tokens (StepAttention).
+  StepInputs(const StepPlan& plan, int rank, int layers, int64_t window);
 
   const IndexPack& pack() const { return pack_; }
   Layout layout() const { return layout_; }

@@ -532,8 +532,8 @@ TEST_F(CudaOps, AttentionAbsorbedExpandedAndMerge) {
     for (int64_t p = 0; p < P; ++p) lses.ptr<float>()[(p * N + 3) * H + h] = -INFINITY;  // a row with no tokens
   lses.ptr<float>()[(1 * N + 1) * H + 2] = -INFINITY;  // one empty part
   Tensor m = poisoned({N, H, D}), m_ref = cpu_tensor(DType::F32, {N, H, D});
-  gpu().merge_attention(m, dev(parts), dev(lses, DType::F32));
-  cpu_.merge_attention(m_ref, parts, lses);
+  gpu().merge_attention(m, dev(parts), dev(lses, DType::F32), Tensor());
+  cpu_.merge_attention(m_ref, parts, lses, Tensor());
   expect_close(m, m_ref, kBf16Tol, "merge_attention");
 }
 

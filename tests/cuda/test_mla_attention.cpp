@@ -373,17 +373,23 @@ void run_merge(int P, int N, int H, int D, bool strided_out, uint32_t seed) {
   for (int64_t i = 0; i < lses.numel(); ++i) lses.ptr<float>()[i] = u(rng);
   for (int p = 0; p < P; ++p) lses.ptr<float>()[(p * N + 2) * H + 1] = -kInf;  // (row 2, head 1): no tokens anywhere
   lses.ptr<float>()[(1 * N + 3) * H + 0] = -kInf;                              // part 1 of (3, 0) saw none
-  Tensor out_ref = cpu_tensor(DType::F32, {N, H, D});
+  Tensor out_ref = cpu_tensor(DType::F32, {N, H, D}), lse_ref = cpu_tensor(DType::F32, {N, H});
   CpuBackend cpu;
-  cpu.merge_attention(out_ref, parts, lses);
+  cpu.merge_attention(out_ref, parts, lses, lse_ref);
 
   Tensor lses_d = device_nan(DType::F32, {P, N, H});
   check(cudaMemcpy(lses_d.data(), lses.data(), lses.nbytes(), cudaMemcpyHostToDevice));
   Tensor out_full = device_nan(DType::BF16, {N, H, D + (strided_out ? 6 : 0)});
   Tensor out = out_full.slice(2, 0, D);
-  cuda::merge_attention(out, to_device(parts), lses_d, nullptr);
+  Tensor lse_out = device_nan(DType::F32, {N, H});
+  cuda::merge_attention(out, to_device(parts), lses_d, lse_out, nullptr);
   check(cudaDeviceSynchronize());
-  std::vector<float> got = download(out_full);
+  std::vector<float> got = download(out_full), got_lse = download(lse_out);
+  for (int64_t i = 0; i < N * H; ++i) {
+    const float r = lse_ref.ptr<float>()[i];
+    if (std::isinf(r)) EXPECT_TRUE(std::isinf(got_lse[i]) && got_lse[i] < 0) << i;
+    else EXPECT_NEAR(got_lse[i], r, 1e-4f * (1.f + std::fabs(r))) << i;
+  }
   double err = 0, ref = 0;
   for (int64_t n = 0; n < N * H; ++n)
     for (int d = 0; d < D; ++d) {

@@ -81,8 +81,16 @@ TEST(AttentionForms, PartialsMergeExactlyByLse) {
   attend(7, 0, parts.select(0, 1), lses.select(0, 1));
   attend(7, 13, parts.select(0, 2), lses.select(0, 2));
   EXPECT_TRUE(std::isinf(lses.ptr<float>()[N * H]) && lses.ptr<float>()[N * H] < 0);
-  Tensor merged = cpu_tensor(DType::F32, {N, H, dv});
-  be.merge_attention(merged, parts, lses);
+  Tensor merged = cpu_tensor(DType::F32, {N, H, dv}), merged_lse = cpu_tensor(DType::F32, {N, H});
+  be.merge_attention(merged, parts, lses, merged_lse);
+  EXPECT_LT(max_abs_diff(merged, full), 1e-6);
+  EXPECT_LT(max_abs_diff(merged_lse, lfull), 1e-5);
+  // Chained: [0, 7) and [7, 20) merged, then with the empty part, equals the whole again.
+  Tensor chain = cpu_tensor(DType::F32, {2, N, H, dv}), chain_lse = cpu_tensor(DType::F32, {2, N, H});
+  be.merge_attention(chain.select(0, 0), parts.slice(0, 1, 3), lses.slice(0, 1, 3), chain_lse.select(0, 0));
+  be.copy(chain.select(0, 1), parts.select(0, 0));
+  be.copy(chain_lse.select(0, 1), lses.select(0, 0));
+  be.merge_attention(merged, chain, chain_lse, Tensor());
   EXPECT_LT(max_abs_diff(merged, full), 1e-6);
 }
 

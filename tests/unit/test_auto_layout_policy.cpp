@@ -37,7 +37,7 @@ CostProfile profile(const ModelConfig& c, int ranks, double kv_bps) {
 
 struct Bench {
   explicit Bench(int ranks, int64_t pages = 4096, Layout start = Layout::TP)
-      : kv(ranks, 2, 16, pages), sched(SchedulerOptions{}, kv, start) {}
+      : kv(ranks, 2, 16, pages), sched(SchedulerOptions{.max_batched_tokens = 2048, .prefill_chunk = 512}, kv, start) {}
   Request* add(int64_t prompt, int64_t max_tokens) {
     auto r = std::make_unique<Request>();
     r->id = static_cast<int64_t>(reqs.size());
@@ -79,7 +79,7 @@ TEST(AutoLayoutPolicy, NextStepShapeIsTheBatchTheSchedulerWillRun) {
   b.add(10, 8);
   const std::vector<SeqLoad> s = next_step_shape(b.sched);
   ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].rows, 512);  // the chunked-prefill cap
+  EXPECT_EQ(s[0].rows, 512);  // the chunked-prefill cap (Bench's)
   EXPECT_EQ(s[0].context, 512);
   EXPECT_EQ(s[1].rows, 10);
   EXPECT_NE(s[0].owner, s[1].owner);  // admissions are spread over owners

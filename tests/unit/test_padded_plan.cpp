@@ -77,7 +77,7 @@ TEST(PaddedPlan, PadsTheStepOrEachOwner) {
 TEST(PaddedPlan, PaddingRowsStoreNothingAndSeeNothing) {
   KvCacheManager kv(1, 3, 4, 1000);
   const StepPlan p = pad_plan(decode_plan(kv, Layout::TP, {5, 9, 2}), 4);
-  const StepInputs in(p, 0, 3);
+  const StepInputs in(p, 0, 3, /*window=*/1024);
   const StepAttention sa = in.attention(in.pack().host());  // the pack's host copy, viewed as the device's
   for (int l = 0; l < 3; ++l) {
     const Tensor slots = sa.store_slots(l);

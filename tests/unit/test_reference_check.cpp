@@ -1,6 +1,6 @@
 // The fixture checkpoint must reproduce transformers' logits (1e-4 relative, fp32) and greedy
 // continuations in every layout and rank count, with whole-prompt and chunked prefill mixed with
-// other prompts' decodes, and in both MLA forms.
+// other prompts' decodes, in both MLA forms, and with expanded attention in windows of a few tokens.
 #include <gtest/gtest.h>
 
 #include "check/reference_check.h"
@@ -18,12 +18,14 @@ struct Case {
   AttnForm form;
   int page_size;
   bool sequential;
+  int64_t window = 0;  // --prefill-attention-window (0: the default, wider than every prompt here)
 };
 
 std::string name_of(const Case& c) {
   return "T" + std::to_string(c.ranks) + "_" + std::string(layout_name(c.layout)) + "_chunk" + std::to_string(c.chunk) +
          (c.form == AttnForm::Absorbed ? "_absorbed" : c.form == AttnForm::Expanded ? "_expanded" : "") + "_page" +
-         std::to_string(c.page_size) + (c.sequential ? "_sequential" : "");
+         std::to_string(c.page_size) + (c.sequential ? "_sequential" : "") +
+         (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 class ReferenceCheck : public ::testing::TestWithParam<Case> {};
@@ -36,6 +38,7 @@ TEST_P(ReferenceCheck, MatchesTransformers) {
   go.ranks = c.ranks;
   go.layout = c.layout;
   go.page_size = c.page_size;
+  go.prefill_window = c.window;
   CheckOptions co{c.chunk, c.form, c.sequential};
   for (const PromptCheck& r : run_reference_check(src, go, ref, co)) {
     EXPECT_LT(r.max_rel_error, 1e-4) << r.name;
@@ -54,6 +57,13 @@ std::vector<Case> cases() {
   for (Layout l : kAllLayouts) v.push_back({4, l, 0, AttnForm::Auto, 64, true});  // 3 of 4 ranks own nothing
   v.push_back({2, Layout::CP, 7, AttnForm::Absorbed, 1, false});
   v.push_back({2, Layout::DP, 7, AttnForm::Expanded, 5, false});
+  // Windows that split sequences and steps of several sequences anywhere (a window of one token too);
+  // with the expanded form forced, decode rows attend through the windows as well.
+  v.push_back({1, Layout::TP, 7, AttnForm::Auto, 16, false, 5});
+  v.push_back({1, Layout::TP, 0, AttnForm::Auto, 64, false, 1});
+  v.push_back({4, Layout::TP, 0, AttnForm::Auto, 8, false, 9});
+  v.push_back({2, Layout::CP, 7, AttnForm::Auto, 4, false, 3});
+  v.push_back({2, Layout::DP, 7, AttnForm::Expanded, 5, false, 6});
   return v;
 }
 

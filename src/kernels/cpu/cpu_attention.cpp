@@ -197,7 +197,7 @@ void CpuBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_n
   }
 }
 
-void CpuBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
+void CpuBackend::merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) {
   const int64_t P = parts.size(0), N = parts.size(1), H = parts.size(2), D = parts.size(3);
   SPLASH_CHECK(parts.is_contiguous() && lses.is_contiguous(), "merge_attention takes contiguous partials");
   for (int64_t n = 0; n < N; ++n)
@@ -205,10 +205,13 @@ void CpuBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
       float mx = kNegInf;
       for (int64_t p = 0; p < P; ++p) mx = std::max(mx, lses.ptr<float>()[(p * N + n) * H + h]);
       float* o = out.ptr<float>() + n * out.stride(0) + h * out.stride(1);
+      float* merged_lse = out_lse.defined() ? out_lse.ptr<float>() + n * out_lse.stride(0) + h * out_lse.stride(1) : nullptr;
       std::fill(o, o + D, 0.0f);
+      if (merged_lse) *merged_lse = kNegInf;
       if (mx == kNegInf) continue;
       double total = 0;
       for (int64_t p = 0; p < P; ++p) total += std::exp(lses.ptr<float>()[(p * N + n) * H + h] - mx);
+      if (merged_lse) *merged_lse = mx + static_cast<float>(std::log(total));
       for (int64_t p = 0; p < P; ++p) {
         const float w = static_cast<float>(std::exp(lses.ptr<float>()[(p * N + n) * H + h] - mx) / total);
         const float* src = parts.ptr<float>() + ((p * N + n) * H + h) * D;

@@ -41,7 +41,7 @@ class CpuBackend : public Backend {
   void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                           Tensor row_kv_start, Tensor row_kv_len, float scale) override;
-  void merge_attention(Tensor out, Tensor parts, Tensor lses) override;
+  void merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) override;
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;
   void argmax_rows(Tensor ids, Tensor logits) override;

@@ -1,5 +1,6 @@
-// Exact merge of attention partials over disjoint token sets (CP): out = sum_p w_p part_p with
-// w_p = exp(lse_p - lse) / sum_q exp(lse_q - lse). One warp per (row, head); memory-bound and small.
+// Exact merge of attention partials over disjoint token sets (CP, windows of expanded attention):
+// out = sum_p w_p part_p with w_p = exp(lse_p - lse) / sum_q exp(lse_q - lse), and optionally the merged
+// lse. One warp per (row, head); memory-bound and small.
 #include <limits>
 
 #include "kernels/cuda/attention_tiles.cuh"
@@ -19,6 +20,8 @@ struct MergeArgs {
   int64_t l_s0, l_s1, l_s2;
   bf16* out;
   int64_t o_s0, o_s1;
+  float* out_lse;  // null: not asked for
+  int64_t ol_s0, ol_s1;
   int P, N, H, D;
 };
 
@@ -36,6 +39,8 @@ __global__ void merge_attention_kernel(const MergeArgs a) {
   if (mx != -std::numeric_limits<float>::infinity())
     for (int p = 0; p < a.P; ++p) total += __expf(lse[p * a.l_s0] - mx);
   const float inv = total > 0.f ? 1.f / total : 0.f;
+  if (a.out_lse && lane == 0)
+    a.out_lse[n * a.ol_s0 + h * a.ol_s1] = total > 0.f ? mx + logf(total) : -std::numeric_limits<float>::infinity();
   bf16* out = a.out + n * a.o_s0 + h * a.o_s1;
   for (int d = lane * V; d < a.D; d += 32 * V) {
     float acc[V] = {};
@@ -78,7 +83,7 @@ bool rows_16b_aligned(const Tensor& t) {
 
 }  // namespace
 
-void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, cudaStream_t s) {
+void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, const Tensor& out_lse, cudaStream_t s) {
   SPLASH_CHECK(parts.dtype() == DType::BF16 && parts.ndim() == 4 && parts.stride(3) == 1,
                "merge parts: bf16 [P, N, H, D]");
   SPLASH_CHECK(lses.dtype() == DType::F32 && lses.ndim() == 3, "merge lses: f32 [P, N, H]");
@@ -87,11 +92,19 @@ void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses,
   SPLASH_CHECK(lses.size(0) == P && lses.size(1) == N && lses.size(2) == H && out.size(0) == N && out.size(1) == H &&
                    out.size(2) == D,
                "merge shapes: parts {} lses {} out {}", parts.shape_str(), lses.shape_str(), out.shape_str());
+  SPLASH_CHECK(!out_lse.defined() || (out_lse.dtype() == DType::F32 && out_lse.ndim() == 2 && out_lse.size(0) == N &&
+                                      out_lse.size(1) == H),
+               "merge out_lse: f32 [N, H], not {}", out_lse.defined() ? out_lse.shape_str() : "");
   if (N == 0 || H == 0 || D == 0) return;
-  const MergeArgs a{parts.ptr<bf16>(),   parts.stride(0),     parts.stride(1),    parts.stride(2),
-                    lses.ptr<float>(),   lses.stride(0),      lses.stride(1),     lses.stride(2),
-                    out.ptr<bf16>(),     out.stride(0),       out.stride(1),      static_cast<int>(P),
-                    static_cast<int>(N), static_cast<int>(H), static_cast<int>(D)};
+  MergeArgs a{parts.ptr<bf16>(), parts.stride(0), parts.stride(1), parts.stride(2), lses.ptr<float>(),
+              lses.stride(0),    lses.stride(1),  lses.stride(2),  out.ptr<bf16>(), out.stride(0),
+              out.stride(1),     nullptr,         0,               0,               static_cast<int>(P),
+              static_cast<int>(N), static_cast<int>(H), static_cast<int>(D)};
+  if (out_lse.defined()) {
+    a.out_lse = out_lse.ptr<float>();
+    a.ol_s0 = out_lse.stride(0);
+    a.ol_s1 = out_lse.stride(1);
+  }
   constexpr int kWarps = 8;
   const unsigned blocks = static_cast<unsigned>((N * H + kWarps - 1) / kWarps);
   if (D % 8 == 0 && rows_16b_aligned(parts) && rows_16b_aligned(out))

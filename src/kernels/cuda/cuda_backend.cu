@@ -122,8 +122,8 @@ void CudaBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_
   expanded_attention(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale, op_stream());
 }
 
-void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses) {
-  cuda::merge_attention(out, parts, lses, op_stream());
+void CudaBackend::merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) {
+  cuda::merge_attention(out, parts, lses, out_lse, op_stream());
 }
 
 // Every width up to the generic kernels' shared-memory limits runs (d_v has none).

@@ -106,7 +106,7 @@ class CudaBackend final : public Backend {
   void attention_absorbed(Tensor out, Tensor lse, Tensor q, const PagedKv& kv, float scale) override;
   void attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_nope, Tensor k_pe, Tensor v,
                           Tensor row_kv_start, Tensor row_kv_len, float scale) override;
-  void merge_attention(Tensor out, Tensor parts, Tensor lses) override;
+  void merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) override;
   std::string attention_width_error(int64_t C, int64_t d_n, int64_t d_r, int64_t d_v) const override;
 
   void moe_route(Tensor topk_ids, Tensor topk_w, Tensor logits, Tensor bias, const MoeRouting& r) override;

@@ -69,6 +69,6 @@ bool seesaw_fits(const PagedKv& kv);
 
 // Exact merge of partials over disjoint token sets: parts [P, N, H, D] bf16, lses [P, N, H] F32 ->
 // out [N, H, D] bf16 (strided views with the last dim contiguous).
-void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, cudaStream_t s);
+void merge_attention(const Tensor& out, const Tensor& parts, const Tensor& lses, const Tensor& out_lse, cudaStream_t s);
 
 }  // namespace splash::cuda

@@ -116,8 +116,8 @@ class OpProfilingBackend final : public Backend {
     timed("attention_expanded", {},
           [&] { in_->attention_expanded(out, lse, q, k_nope, k_pe, v, row_kv_start, row_kv_len, scale); });
   }
-  void merge_attention(Tensor out, Tensor parts, Tensor lses) override {
-    timed("merge_attention", {}, [&] { in_->merge_attention(out, parts, lses); });
+  void merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) override {
+    timed("merge_attention", {}, [&] { in_->merge_attention(out, parts, lses, out_lse); });
   }
   void argmax_rows(Tensor ids, Tensor logits) override {
     timed("argmax_rows", {}, [&] { in_->argmax_rows(ids, logits); });

@@ -1,5 +1,7 @@
 #include "model/attention/mla_attention.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace splash {
@@ -93,6 +95,34 @@ Tensor unabsorb(RankEnv& env, const AttentionWeights& w, Tensor z) {
   return o;
 }
 
+// Expanded attention of rows qe [Re, Hh, d_qk] over their gathered context, one window at a time: the
+// window's latents through KV-B, attention over them, and an exact merge by log-sum-exp with the windows
+// before (slot 0 of the partials holds those, slot 1 the new one). Returns o [Re, Hh, d_v] and lse [Re, Hh].
+std::pair<Tensor, Tensor> attend_expanded(RankEnv& env, const AttentionWeights& w, const ExpandedKv& ekv, Tensor qe,
+                                          float scale) {
+  Backend& be = env.be;
+  const Dims D(env.cfg);
+  const int64_t Re = qe.size(0), Hh = qe.size(1), slots = std::min<int64_t>(2, static_cast<int64_t>(ekv.windows.size()));
+  Tensor parts = be.empty(be.act_dtype(), {slots, Re, Hh, D.dv}), lses = be.empty(DType::F32, {slots, Re, Hh});
+  for (size_t i = 0; i < ekv.windows.size(); ++i) {
+    const ExpandedWindow& win = ekv.windows[i];
+    Tensor lat = be.empty(be.act_dtype(), {win.tokens, D.W});
+    if (win.tokens > 0) be.gather_latents(lat, env.kv_pool, ekv.gather_slots.slice(0, win.first, win.first + win.tokens));
+    Tensor kv = be.empty(be.act_dtype(), {win.tokens, Hh * (D.dn + D.dv)});
+    be.linear(kv, lat.slice(1, 0, D.C), w.kv_b);
+    Tensor kv3 = kv.reshape({win.tokens, Hh, D.dn + D.dv});
+    const int64_t slot = i == 0 ? 0 : 1;
+    be.attention_expanded(parts.select(0, slot), lses.select(0, slot), qe, kv3.slice(2, 0, D.dn), lat.slice(1, D.C, D.W),
+                          kv3.slice(2, D.dn, D.dn + D.dv), win.row_kv_start, win.row_kv_len, scale);
+    if (i == 0) continue;
+    Tensor merged = be.empty(be.act_dtype(), {2, Re, Hh, D.dv}), merged_lse = be.empty(DType::F32, {2, Re, Hh});
+    be.merge_attention(merged.select(0, 0), parts, lses, merged_lse.select(0, 0));
+    parts = merged;
+    lses = merged_lse;
+  }
+  return {parts.select(0, 0), lses.select(0, 0)};
+}
+
 // Attention of the rank's attended rows (their q given, held heads) over its latent tokens in the
 // plan's forms. Returns o [A, Hh, d_v] and lse [A, Hh].
 std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, int layer, const StepAttention& sa,
@@ -109,16 +139,8 @@ std::pair<Tensor, Tensor> attend_local(RankEnv& env, const AttentionWeights& w, 
   }
   if (const FormRows& g = sa.expanded(); g.count > 0) {
     const int64_t Re = g.count;
-    ExpandedKv ekv = sa.expanded_kv(be, layer);
-    Tensor lat = be.empty(be.act_dtype(), {ekv.tokens, D.W});
-    if (ekv.tokens > 0) be.gather_latents(lat, env.kv_pool, ekv.gather_slots);
-    Tensor kv = be.empty(be.act_dtype(), {ekv.tokens, Hh * (D.dn + D.dv)});
-    be.linear(kv, lat.slice(1, 0, D.C), w.kv_b);
-    Tensor kv3 = kv.reshape({ekv.tokens, Hh, D.dn + D.dv});
     Tensor qe = g.all ? q : gather(be, q.reshape({R, Hh * D.dqk}), g.index).reshape({Re, Hh, D.dqk});
-    Tensor oe = be.empty(be.act_dtype(), {Re, Hh, D.dv}), le = be.empty(DType::F32, {Re, Hh});
-    be.attention_expanded(oe, le, qe, kv3.slice(2, 0, D.dn), lat.slice(1, D.C, D.W), kv3.slice(2, D.dn, D.dn + D.dv),
-                          ekv.row_kv_start, ekv.row_kv_len, scale);
+    auto [oe, le] = attend_expanded(env, w, sa.expanded_kv(be, layer), qe, scale);
     if (g.all) return {oe, le};
     scatter(be, o.reshape({R, Hh * D.dv}), oe.reshape({Re, Hh * D.dv}), g.index);
     scatter(be, lse, le, g.index);
@@ -191,7 +213,7 @@ void attention_cp(RankEnv& env, const AttentionWeights& w, int layer, const Step
   env.comm.all_gather(o, parts);
   env.comm.all_gather(lse, lses);
   Tensor merged = be.empty(be.act_dtype(), {N, D.H, D.dv});
-  be.merge_attention(merged, parts, lses);
+  be.merge_attention(merged, parts, lses, Tensor());
   be.linear(out, heads_flat(merged), w.o);
 }
 

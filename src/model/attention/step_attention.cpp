@@ -7,7 +7,9 @@
 #include "core/error.h"
 
 namespace splash {
-StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, IndexPack& pack) : page_size_(plan.page_size) {
+StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, int64_t window, IndexPack& pack)
+    : page_size_(plan.page_size), window_(window) {
+  SPLASH_CHECK(window > 0, "an expanded attention window of {} tokens", window);
   const int T = plan.ranks, L = layers;
   SPLASH_CHECK(static_cast<int>(plan.pages.size()) == T && rank < T, "plan for {} ranks on rank {}", plan.pages.size(), rank);
   const std::vector<std::shared_ptr<const SeqPages>>& pages = plan.pages[rank];
@@ -89,6 +91,17 @@ StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, IndexPa
     e_start.push_back(it->second);
     e_len.push_back(static_cast<int32_t>(visible(n)));
   }
+  // Each window's part of every expanded row's range.
+  const int64_t Tk = static_cast<int64_t>(numbering.size()), windows = std::max<int64_t>(1, (Tk + window - 1) / window);
+  std::vector<int32_t> w_start, w_len;
+  for (int64_t w = 0; w < windows; ++w) {
+    const int64_t w0 = w * window, w1 = std::min(Tk, w0 + window);
+    for (size_t r = 0; r < e_start.size(); ++r) {
+      const int64_t lo = std::max<int64_t>(e_start[r], w0), hi = std::min<int64_t>(e_start[r] + e_len[r], w1);
+      w_start.push_back(static_cast<int32_t>(hi > lo ? lo - w0 : 0));
+      w_len.push_back(static_cast<int32_t>(std::max<int64_t>(hi - lo, 0)));
+    }
+  }
   const int64_t Pe = page_base / std::max(page_size_, 1);
   std::vector<int32_t> e_pages;
   e_pages.reserve(static_cast<size_t>(L * Pe));
@@ -111,8 +124,9 @@ StepAttention::StepAttention(const StepPlan& plan, int rank, int layers, IndexPa
   slots_.absorbed_len = pack.add(a_len);
   slots_.expanded_numbering = pack.add(numbering);
   slots_.expanded_pages = pack.add(e_pages, {L, Pe});
-  slots_.expanded_start = pack.add(e_start);
-  slots_.expanded_len = pack.add(e_len);
+  const int64_t Re = static_cast<int64_t>(e_start.size());
+  slots_.expanded_start = pack.add(w_start, {windows, Re});
+  slots_.expanded_len = pack.add(w_len, {windows, Re});
 }
 
 void StepAttention::bind(const IndexPack& pack, const Tensor& device) {
@@ -148,8 +162,11 @@ ExpandedKv StepAttention::expanded_kv(Backend& be, int layer) const {
   e.tokens = expanded_numbering_.numel();
   e.gather_slots = be.empty(DType::I32, {e.tokens});
   if (e.tokens > 0) be.map_page_slots(e.gather_slots, expanded_numbering_, expanded_pages_.select(0, layer), page_size_);
-  e.row_kv_start = expanded_start_;
-  e.row_kv_len = expanded_len_;
+  for (int64_t w = 0; w < expanded_start_.size(0); ++w) {
+    const int64_t first = w * window_;
+    e.windows.push_back({first, std::min(e.tokens, first + window_) - first, expanded_start_.select(0, w),
+                         expanded_len_.select(0, w)});
+  }
   return e;
 }
 

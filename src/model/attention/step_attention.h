@@ -15,12 +15,19 @@
 
 namespace splash {
 
+// A window of the expanded rows' gathered context: tokens [first, first + tokens) of the numbering, and
+// each row's part of it (an empty range where the row sees none of it).
+struct ExpandedWindow {
+  int64_t first = 0, tokens = 0;
+  Tensor row_kv_start;  // [Re], from the window's first token
+  Tensor row_kv_len;    // [Re]
+};
+
 // Expanded-form metadata of one layer: the local context of every sequence the rows touch, gathered
-// contiguously.
+// contiguously, in windows (at least one) that are expanded and attended one at a time.
 struct ExpandedKv {
   Tensor gather_slots;  // [Tk] slots of the local tokens, sequence after sequence
-  Tensor row_kv_start;  // [Re]
-  Tensor row_kv_len;    // [Re]
+  std::vector<ExpandedWindow> windows;
   int64_t tokens = 0;
 };
 
@@ -35,8 +42,9 @@ struct FormRows {
 
 class StepAttention {
  public:
-  // The metadata of `rank` for the plan, added to `pack`; usable once bound to the pack's upload.
-  StepAttention(const StepPlan& plan, int rank, int layers, IndexPack& pack);
+  // The metadata of `rank` for the plan, added to `pack`; usable once bound to the pack's upload. The
+  // expanded rows' context goes in windows of at most `window` tokens (at least 1).
+  StepAttention(const StepPlan& plan, int rank, int layers, int64_t window, IndexPack& pack);
   // Takes the device tensors from `device`, the upload of the pack given to the constructor.
   void bind(const IndexPack& pack, const Tensor& device);
 
@@ -64,6 +72,7 @@ class StepAttention {
         absorbed_seq, absorbed_len, expanded_numbering, expanded_pages, expanded_start, expanded_len;
   } slots_{};
   int page_size_ = 0;
+  int64_t window_ = 0;
   int64_t attended_count_ = 0;
   Tensor attended_rows_, positions_, attended_positions_, rows_by_owner_;
   std::vector<int64_t> owner_rows_;
@@ -71,7 +80,7 @@ class StepAttention {
   Tensor store_slots_;                                  // [L, A]
   Tensor page_table_, absorbed_seq_, absorbed_len_;     // [L, S, P], [Ra], [Ra]
   Tensor expanded_numbering_, expanded_pages_;          // [Tk], [L, pages]
-  Tensor expanded_start_, expanded_len_;                // [Re], [Re]
+  Tensor expanded_start_, expanded_len_;                // [windows, Re], [windows, Re]
 };
 
 }  // namespace splash
