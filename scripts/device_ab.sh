@@ -5,7 +5,8 @@
 #   bash scripts/device_ab.sh prepare REV   # HERE: archives REV into .device-ab/ (and the deps, as device.sh)
 #   bash scripts/device_ab.sh               # THERE, one `run` call with carry [".device-deps", ".device-ab"]
 #
-# SPLASH_AB_BATCHES (default "1 64") and SPLASH_AB_REPS (default 2) set the points and repetitions.
+# SPLASH_AB_BATCHES (default "1 64") and SPLASH_AB_REPS (default 2) set the points and repetitions;
+# SPLASH_AB_ARGS adds flags to both runs (e.g. "--quantization fp8").
 # SPLASH_AB_BENCH=attention compares splash_bench_attention's decode tables instead (SPLASH_BENCH_HEADS,
 # _BATCHES and _CONTEXTS narrow them, as for the bench itself).
 set -uo pipefail
@@ -59,7 +60,7 @@ for rep in $(seq "${SPLASH_AB_REPS:-2}"); do
       bin=$OLD/build/splash; [ $which = new ] && bin=build-ab/splash
       echo "== $which B=$b rep $rep"
       "$bin" bench e2e --backend cuda --model builtin:deepseek-v2-lite --load-format dummy --batch "$b" \
-        --input-len 1024 --output-len 128 --log-level warn 2>&1 | grep -E '^(limits|prefill|decode|mean)'
+        --input-len 1024 --output-len 128 --log-level warn ${SPLASH_AB_ARGS:-} 2>&1 | grep -E '^(limits|prefill|decode|mean)'
     done
   done
 done
