@@ -175,6 +175,20 @@ GraphRun graph_run(const GroupOptions& g, const GraphStats& before, const GraphS
   return r;
 }
 
+// Rank 0's arena: bytes in use and its peak (Backend::memory_in_use_bytes), read on its own thread.
+struct ArenaUse {
+  int64_t in_use = 0, peak = 0;
+};
+ArenaUse rank0_memory(Engine& engine, bool reset_peak) {
+  ArenaUse u;
+  engine.group().on_each_rank([&](RankEnv& env) {
+    if (env.rank() != 0) return;
+    if (reset_peak) env.be.reset_peak_memory();
+    u = {env.be.memory_in_use_bytes(), env.be.peak_memory_bytes()};
+  });
+  return u;
+}
+
 void print_graphs(const GraphRun& r) {
   if (!r.enabled) return fmt::print("CUDA graphs: off (--disable-cuda-graph)\n");
   const GraphStats& s = r.ran;
@@ -216,7 +230,9 @@ int run_e2e_bench(const E2eBenchOptions& f) {
   for (int i = 0; i < f.warmup; ++i)  // same shapes, two output tokens: one prefill and one decode step
     run_batch(engine, setup, f.batch, f.input_len, std::min(f.output_len, 2), f.engine.seed + 1 + i);
   const GraphStats graphs_before = engine.group().graph_stats();
+  const int64_t held = rank0_memory(engine, /*reset_peak=*/true).in_use;  // weights, KV and what else is kept
   const BatchRun run = run_batch(engine, setup, f.batch, f.input_len, f.output_len, f.engine.seed);
+  const int64_t step_peak = rank0_memory(engine, false).peak - held;
   const GraphRun graphs = graph_run(eo.group, graphs_before, engine.group().graph_stats());
   const Phase prefill = summarize(run, true, limits.limits), decode = summarize(run, false, limits.limits);
 
@@ -244,6 +260,11 @@ int run_e2e_bench(const E2eBenchOptions& f) {
                  "ranks' run, kernel launches included)\n",
                  name, 1e3 * p->plan_seconds / p->steps, 1e3 * p->sample_seconds / p->steps, 100 * p->host_share());
   print_graphs(graphs);
+  if (held > 0)
+    fmt::print("step memory beside weights and KV (rank 0, outside the graphs' pool): peak {:.1f} MiB over the run "
+               "(step budget {} tokens, prefill attention window {} MiB reserved)\n",
+               step_peak / 1048576.0, eo.scheduler.max_batched_tokens,
+               window_reserve_bytes(engine.config(), eo.group) / 1048576.0);
 
   if (!f.json.empty()) {
     const nlohmann::json j = {{"model", model_name},
@@ -253,6 +274,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
                         {"batch", f.batch},
                         {"input_len", f.input_len},
                         {"output_len", f.output_len},
+                        {"step_memory_peak_bytes", step_peak},
                         {"weight_elem_bytes", setup.weight_elem_bytes},
                         {"fp8_weights", setup.fp8_weights},
                         {"kv_elem_bytes", setup.kv_elem_bytes},

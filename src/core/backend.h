@@ -123,6 +123,11 @@ class Backend {
   // Hands the memory of freed tensors that the arena keeps for reuse back to the device (a colocated
   // trainer's turn: POST /release_memory_occupation); host memory is freed with its tensors anyway.
   virtual void release_free_memory() {}
+  // Bytes the arena hands out now, and the most it has at once since reset_peak_memory() (0: not tracked,
+  // as on the CPU). With weights and KV allocated, the difference is what steps take beside them.
+  virtual int64_t memory_in_use_bytes() const { return 0; }
+  virtual int64_t peak_memory_bytes() const { return 0; }
+  virtual void reset_peak_memory() {}
   // Same dtype and shape; each side host or device; last dimension contiguous.
   virtual void copy(Tensor dst, Tensor src, Stream s = {}) = 0;
   virtual void fill_zero(Tensor dst, Stream s = {}) = 0;

@@ -537,6 +537,24 @@ TEST_F(CudaOps, AttentionAbsorbedExpandedAndMerge) {
   expect_close(m, m_ref, kBf16Tol, "merge_attention");
 }
 
+TEST_F(CudaOps, ArenaCountsWhatIsInUseAndItsPeak) {
+  // What `splash bench e2e` reads as the step memory beside weights and KV.
+  gpu().synchronize();
+  gpu().reset_peak_memory();
+  const int64_t base = gpu().memory_in_use_bytes(), mib = 1 << 20;
+  {
+    Tensor a = gpu().empty(DType::BF16, {64, mib / 2});  // 64 MiB
+    EXPECT_GE(gpu().memory_in_use_bytes(), base + 64 * mib);
+    Tensor b = gpu().empty(DType::F32, {32, mib / 4});  // 32 MiB more
+    EXPECT_GE(gpu().peak_memory_bytes(), base + 96 * mib);
+  }
+  gpu().synchronize();  // the frees are stream-ordered
+  EXPECT_LT(gpu().memory_in_use_bytes(), base + 64 * mib);
+  EXPECT_GE(gpu().peak_memory_bytes(), base + 96 * mib);  // the peak stays until reset
+  gpu().reset_peak_memory();
+  EXPECT_LT(gpu().peak_memory_bytes(), base + 64 * mib);
+}
+
 TEST_F(CudaOps, TransferStreamOrderedByEvents) {
   // The engine's pattern: allocate on the compute stream, let the transfer stream start after that,
   // copy there, and make the compute stream wait for the copy.

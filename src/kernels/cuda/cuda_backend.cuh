@@ -74,6 +74,9 @@ class CudaBackend final : public Backend {
   using Backend::empty;
   Tensor empty(DType dtype, std::span<const int64_t> shape) override;
   void release_free_memory() override;
+  int64_t memory_in_use_bytes() const override;
+  int64_t peak_memory_bytes() const override;
+  void reset_peak_memory() override;
   void copy(Tensor dst, Tensor src, Stream s = {}) override;
   void fill_zero(Tensor dst, Stream s = {}) override;
   Tensor to_host_f32(Tensor src) override;

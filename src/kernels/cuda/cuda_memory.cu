@@ -94,6 +94,24 @@ void CudaBackend::release_free_memory() {
   SPLASH_CUDA_CHECK(cudaMemPoolTrimTo(ctx_->pool, 0));
 }
 
+int64_t CudaBackend::memory_in_use_bytes() const {
+  uint64_t v = 0;
+  SPLASH_CUDA_CHECK(cudaMemPoolGetAttribute(ctx_->pool, cudaMemPoolAttrUsedMemCurrent, &v));
+  return static_cast<int64_t>(v);
+}
+
+int64_t CudaBackend::peak_memory_bytes() const {
+  uint64_t v = 0;
+  SPLASH_CUDA_CHECK(cudaMemPoolGetAttribute(ctx_->pool, cudaMemPoolAttrUsedMemHigh, &v));
+  return static_cast<int64_t>(v);
+}
+
+// Setting the high-water mark to 0 restarts it from what is in use now.
+void CudaBackend::reset_peak_memory() {
+  uint64_t zero = 0;
+  SPLASH_CUDA_CHECK(cudaMemPoolSetAttribute(ctx_->pool, cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 Tensor CudaBackend::alloc(DType dtype, std::span<const int64_t> shape, cudaStream_t st) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;

@@ -51,6 +51,9 @@ class OpProfilingBackend final : public Backend {
   }
   Tensor empty(DType dtype, std::span<const int64_t> shape) override { return in_->empty(dtype, shape); }
   void release_free_memory() override { in_->release_free_memory(); }
+  int64_t memory_in_use_bytes() const override { return in_->memory_in_use_bytes(); }
+  int64_t peak_memory_bytes() const override { return in_->peak_memory_bytes(); }
+  void reset_peak_memory() override { in_->reset_peak_memory(); }
   void copy(Tensor dst, Tensor src, Stream s) override { timed("copy", s, [&] { in_->copy(dst, src, s); }); }
   void fill_zero(Tensor dst, Stream s) override { timed("fill_zero", s, [&] { in_->fill_zero(dst, s); }); }
   Tensor to_host_f32(Tensor src) override {
