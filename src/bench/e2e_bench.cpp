@@ -181,6 +181,7 @@ struct ArenaUse {
 };
 ArenaUse rank0_memory(Engine& engine, bool reset_peak) {
   ArenaUse u;
+  engine.group().synchronize();  // frees are stream-ordered: count them as done
   engine.group().on_each_rank([&](RankEnv& env) {
     if (env.rank() != 0) return;
     if (reset_peak) env.be.reset_peak_memory();
@@ -264,7 +265,7 @@ int run_e2e_bench(const E2eBenchOptions& f) {
     fmt::print("step memory beside weights and KV (rank 0, outside the graphs' pool): peak {:.1f} MiB over the run "
                "(step budget {} tokens, prefill attention window {} MiB reserved)\n",
                step_peak / 1048576.0, eo.scheduler.max_batched_tokens,
-               window_reserve_bytes(engine.config(), eo.group) / 1048576.0);
+               window_reserve_bytes(engine.config(), eo.group, eo.form) / 1048576.0);
 
   if (!f.json.empty()) {
     const nlohmann::json j = {{"model", model_name},

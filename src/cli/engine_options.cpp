@@ -45,7 +45,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
   cmd.add_option("--prefill-attention-window", f.prefill_attention_window,
                  "context tokens one pass of expanded (prefill) attention expands through KV-B; longer contexts go in "
                  "passes merged exactly (0: as many as 1 GiB holds, at most 65536)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd.add_option("--log-level", f.log_level, "trace | debug | info | warn | error")->capture_default_str();
   CLI::Option* nnodes = add_multinode_flags(cmd, f.multinode);
   if (!across_processes)

@@ -86,11 +86,10 @@ void log_graphs(const ModelSource& model, const GroupOptions& g) {
                "reserved for their memory before sizing the KV pool", g.graphs.max_batch, reserve / 1048576.0);
 }
 
-void log_window(const ModelSource& model, const GroupOptions& g) {
+void log_window(const ModelSource& model, const GroupOptions& g, AttnForm form) {
   const ModelConfig& c = model.config;
-  const int64_t act = static_cast<int64_t>(dtype_size(backend_dtypes(g.backend).weight_dtype));
-  const int64_t tokens = expanded_window_tokens(c, c.num_attention_heads, act, g.prefill_window),
-                reserve = window_reserve_bytes(c, g);
+  const int64_t tokens = expanded_window_tokens(c, c.num_attention_heads, act_elem_bytes(g.backend), g.prefill_window),
+                reserve = window_reserve_bytes(c, g, form);
   spdlog::info("prefill attention: contexts expanded in windows of up to {} tokens on a rank of all {} heads "
                "(--prefill-attention-window){}",
                tokens, c.num_attention_heads,
@@ -101,7 +100,7 @@ void log_window(const ModelSource& model, const GroupOptions& g) {
 
 std::unique_ptr<RankGroup> make_serving_group(const ModelSource& model, const EngineOptions& opt) {
   log_graphs(model, opt.group);
-  log_window(model, opt.group);
+  log_window(model, opt.group, opt.form);
   // With a known budget the fit is checked before any weight is loaded; a GPU's own memory is known
   // once its backend exists.
   if (opt.mem_per_rank > 0 || opt.kv_pages > 0) {
@@ -170,7 +169,7 @@ int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const Kv
   if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
   in.kv_elem_bytes = static_cast<int64_t>(dtype_size(sz.kv_dtype));
-  in.reserve_bytes = graph_reserve_bytes(cfg, opt.group, sz.fp8_weights) + window_reserve_bytes(cfg, opt.group);
+  in.reserve_bytes = graph_reserve_bytes(cfg, opt.group, sz.fp8_weights) + window_reserve_bytes(cfg, opt.group, opt.form);
   const LayoutMemory m = plan_layout(cfg, sizing, in), wanted = plan_layout(cfg, opt.group.layout, in);
   if (!wanted.fits || !m.fits)
     fail("layout {} does not fit: {} (layouts that fit: {})", layout_name(opt.group.layout),

@@ -20,6 +20,7 @@ std::string start_command(const GroupOptions& opt) {
   w.put<int64_t>(opt.graphs.max_batch);
   w.put(opt.kv_cache_dtype);
   w.put(opt.quantization);
+  w.put<int64_t>(opt.prefill_window);
   return w.take();
 }
 
@@ -87,6 +88,7 @@ GroupCommand decode_command(const std::string& bytes) {
       c.options.quantization = r.get<Quantization>();
       if (c.options.quantization > Quantization::None)
         fail_internal("start command: unknown quantization {}", static_cast<int>(c.options.quantization));
+      c.options.prefill_window = r.get<int64_t>();
       break;
     case CommandKind::AllocateKv: c.pages = r.get<int64_t>(); break;
     case CommandKind::Run:

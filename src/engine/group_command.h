@@ -19,7 +19,8 @@ enum class CommandKind : uint8_t { Start, AllocateKv, Run, Transfer, Synchronize
 // A decoded command: the fields of its kind are set.
 struct GroupCommand {
   CommandKind kind = CommandKind::Stop;
-  GroupOptions options;  // Start: ranks, layout, page size, backend, traffic counting, quantization (no link, no devices)
+  GroupOptions options;  // Start: ranks, layout, page size, backend, traffic counting, quantization, prefill
+                         // attention window (no link, no devices)
   int64_t pages = 0;     // AllocateKv
   StepPlan plan;         // Run
   std::optional<SwitchSchedule> schedule;  // Run (a switch carried), Transfer

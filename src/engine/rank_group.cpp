@@ -60,15 +60,18 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, const
 int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, bool fp8_weights) {
   if (!opt.graphs.enabled || opt.backend == "cpu" || (!opt.link && shares_a_device(rank_devices(opt.ranks, opt.devices))))
     return 0;
-  // Activations are in the backend's weight dtype (the KV element may be FP8).
-  return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size,
-                            static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).weight_dtype)), fp8_weights);
+  return graph_memory_bytes(cfg, opt.ranks, opt.graphs.max_batch, opt.page_size, act_elem_bytes(opt.backend),
+                            fp8_weights);
 }
 
-int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt) {
-  if (opt.backend == "cpu") return 0;
-  return expanded_window_bytes(cfg, static_cast<int64_t>(dtype_size(backend_dtypes(opt.backend).weight_dtype)),
-                               opt.prefill_window);
+int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, AttnForm form) {
+  if (opt.backend == "cpu" || form == AttnForm::Absorbed) return 0;
+  return expanded_window_bytes(cfg, act_elem_bytes(opt.backend), opt.prefill_window);
+}
+
+// Activations are in the backend's weight dtype (the KV element may be FP8).
+int64_t act_elem_bytes(const std::string& backend) {
+  return static_cast<int64_t>(dtype_size(backend_dtypes(backend).weight_dtype));
 }
 
 KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv) {

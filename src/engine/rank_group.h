@@ -97,8 +97,11 @@ KvSizing backend_dtypes(const std::string& name, KvCacheDtype kv = KvCacheDtype:
 // `fp8_weights`: the group holds FP8 weights (their GEMMs quantize activations in the graphs' pool too).
 int64_t graph_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, bool fp8_weights = false);
 // Device memory per rank one window of expanded (prefill) attention takes (layout/expanded_window.h), which
-// the memory plan reserves on GPU backends: 0 on the CPU, whose steps take host memory as they go.
-int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt);
+// the memory plan reserves on GPU backends: 0 on the CPU, whose steps take host memory as they go, and
+// where every row attends absorbed (--attn-form absorbed).
+int64_t window_reserve_bytes(const ModelConfig& cfg, const GroupOptions& opt, AttnForm form);
+// Bytes of one activation element on a backend.
+int64_t act_elem_bytes(const std::string& backend);
 // Pages `replica_bytes` (one layer's full projections: layout/weight_bytes.h, projection_replica_layout)
 // take in a pool of `page_size`-token latent pages of `kv_elem_bytes`-byte elements (the run a replicated
 // layout holds per layer; an FP8 pool's scales hold no weights), with room to align the run's start to a

@@ -179,6 +179,7 @@ TEST(GroupCommand, ARunCarriesItsPlanAndSwitch) {
   opt.backend = "cuda";
   opt.count_traffic = true;
   opt.kv_cache_dtype = KvCacheDtype::FP8E4M3;  // the followers allocate the leader's cache element
+  opt.prefill_window = 4096;                    // and expand as much as the leader reserved for
   c = decode_command(start_command(opt));
   EXPECT_EQ(c.kind, CommandKind::Start);
   EXPECT_EQ(c.options.ranks, 8);
@@ -187,6 +188,7 @@ TEST(GroupCommand, ARunCarriesItsPlanAndSwitch) {
   EXPECT_EQ(c.options.backend, "cuda");
   EXPECT_TRUE(c.options.count_traffic);
   EXPECT_EQ(c.options.kv_cache_dtype, KvCacheDtype::FP8E4M3);
+  EXPECT_EQ(c.options.prefill_window, 4096);
   EXPECT_EQ(decode_command(allocate_command(1234)).pages, 1234);
   EXPECT_EQ(decode_command(simple_command(CommandKind::Stop)).kind, CommandKind::Stop);
 }

@@ -200,6 +200,9 @@ void CpuBackend::attention_expanded(Tensor out, Tensor lse, Tensor q, Tensor k_n
 void CpuBackend::merge_attention(Tensor out, Tensor parts, Tensor lses, Tensor out_lse) {
   const int64_t P = parts.size(0), N = parts.size(1), H = parts.size(2), D = parts.size(3);
   SPLASH_CHECK(parts.is_contiguous() && lses.is_contiguous(), "merge_attention takes contiguous partials");
+  SPLASH_CHECK(!out_lse.defined() || (out_lse.dtype() == DType::F32 && out_lse.ndim() == 2 && out_lse.size(0) == N &&
+                                      out_lse.size(1) == H),
+               "merge_attention out_lse: f32 [N, H], not {}", out_lse.defined() ? out_lse.shape_str() : "");
   for (int64_t n = 0; n < N; ++n)
     for (int64_t h = 0; h < H; ++h) {
       float mx = kNegInf;
