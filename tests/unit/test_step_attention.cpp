@@ -4,6 +4,9 @@
 // --prefill-attention-window prove the logits; this pins the metadata).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "config/builtin_configs.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "layout/expanded_window.h"
 #include "model/step_inputs.h"
@@ -53,13 +56,8 @@ TEST(StepAttention, WindowsCutEveryRowsRange) {
 }
 
 TEST(ExpandedWindow, BoundedByBytesAndTokensOrAsConfigured) {
-  ModelConfig c;
-  c.num_attention_heads = 128;
-  c.kv_lora_rank = 512;
-  c.qk_rope_head_dim = 64;
-  c.qk_nope_head_dim = 128;
-  c.v_head_dim = 128;
-  const int64_t per_token = (128 * 256 + 576) * 2;  // DeepSeek-V3's heads, bf16
+  const ModelConfig c = parse_model_config(nlohmann::json::parse(builtin_config_json("deepseek-v3")), "deepseek-v3");
+  const int64_t per_token = (128 * (128 + 128) + 512 + 64) * 2;  // its 128 heads' K_nope and V and the latent, bf16
   EXPECT_EQ(expanded_bytes_per_token(c, 128, 2), per_token);
   EXPECT_EQ(expanded_window_tokens(c, 128, 2, 0), kExpandedWindowBytes / per_token);
   EXPECT_LE(expanded_window_bytes(c, 2, 0), kExpandedWindowBytes);
