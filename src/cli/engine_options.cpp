@@ -21,7 +21,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
                  "checkpoint's linear layers to FP8 in 128x128 blocks at load) | none (dequantize FP8 weights)")
       ->capture_default_str();
   CLI::Option* ranks =
-      cmd.add_option("--ranks", f.ranks, "T: ranks in the group (one GPU each unless placed otherwise, or CPU threads)")->capture_default_str();
+      cmd.add_option("--ranks,--tp-size,--tensor-parallel-size", f.ranks,
+                     "T: ranks in the group (one GPU each unless placed otherwise, or CPU threads); SGLang's and "
+                     "vLLM's names count the same GPUs, whatever --attn-layout their attention runs in")
+          ->capture_default_str();
   add_placement_flags(cmd, ranks, f.placement);
   cmd.add_option("--attn-layout", f.attn_layout,
                  "attention layout: tp | dp | cp | dop | auto (the transition-aware scheduler follows the fastest)")
@@ -58,18 +61,20 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
 }
 
 void add_serving_flags(CLI::App& cmd, EngineFlags& f) {
-  cmd.add_option("--max-batched-tokens", f.max_batched_tokens, "token budget of one engine step")
+  cmd.add_option("--max-batched-tokens,--max-num-batched-tokens", f.max_batched_tokens, "token budget of one engine step")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("--chunked-prefill-size", f.chunked_prefill_size, "most prompt tokens of one request per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd.add_option("--max-running-requests", f.max_running_requests, "requests decoding at once")
+  cmd.add_option("--max-running-requests,--max-num-seqs", f.max_running_requests, "requests decoding at once")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("--admission", f.admission,
                  "reserve (prompt + max_tokens must fit) | optimistic (prompt must fit; preempt when out of pages)")
       ->capture_default_str();
   cmd.add_option("--mem-per-rank", f.mem_per_rank, "memory per rank, e.g. 512M, 80G (auto: the device's, split evenly among the ranks on it; 1G on cpu)")
       ->capture_default_str();
-  cmd.add_option("--mem-fraction", f.mem_fraction, "fraction of the memory for weights + KV")
+  cmd.add_option("--mem-fraction,--mem-fraction-static", f.mem_fraction,
+                 "fraction of the memory for weights, KV, CUDA graphs and one prefill attention window (the rest "
+                 "holds step activations and the CUDA libraries' own)")
       ->capture_default_str()->check(CLI::Range(0.01, 1.0));
   cmd.add_option("--kv-pages", f.kv_pages, "KV pages per rank (overrides the memory sizing)")->check(CLI::NonNegativeNumber);
   cmd.add_flag("--disable-radix-cache,--no-enable-prefix-caching", f.disable_prefix_cache,

@@ -30,7 +30,7 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   AttnForm form = AttnForm::Auto;
   int64_t mem_per_rank = 0;   // bytes per rank; 0: the device's memory split among its ranks (GPU backends)
-  double mem_fraction = 0.9;  // of mem_per_rank for weights + KV
+  double mem_fraction = 0.9;  // of mem_per_rank for weights, KV and the reserves (graphs, prefill window)
   int64_t kv_pages = 0;       // pages per rank; 0: what the memory left after the weights holds
   SwitchMode switch_mode = SwitchMode::Overlapped;
   std::vector<std::pair<int64_t, Layout>> switch_schedule;  // switch before engine step N to a layout

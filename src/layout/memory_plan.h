@@ -22,11 +22,11 @@ ProjectionBytes projection_bytes(const ModelConfig& cfg, int64_t elem_bytes);
 struct MemoryInputs {
   int ranks = 1;
   int64_t mem_per_rank = 0;    // bytes of device (or host) memory per rank
-  double mem_fraction = 0.9;   // of it the engine may use for weights + KV
+  double mem_fraction = 0.9;   // of it the engine may use for weights, KV and reserve_bytes
   int64_t weight_elem_bytes = 2;  // of weights held in the weight dtype
   bool fp8_weights = false;       // FP8 weights as layout/weight_bytes.h says which
   int64_t kv_elem_bytes = 2;      // of the latent cache; 1: FP8 E4M3 with a 4-byte scale per token
-  int64_t reserve_bytes = 0;   // activations, workspaces
+  int64_t reserve_bytes = 0;   // CUDA graphs' memory, one prefill attention window
 };
 
 struct LayoutMemory {
