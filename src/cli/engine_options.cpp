@@ -26,9 +26,12 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool across_processes) {
                      "vLLM's names count the same GPUs, whatever --attn-layout their attention runs in")
           ->capture_default_str();
   add_placement_flags(cmd, ranks, f.placement);
-  cmd.add_option("--attn-layout", f.attn_layout,
+  CLI::Option* layout = cmd.add_option("--attn-layout", f.attn_layout,
                  "attention layout: tp | dp | cp | dop | auto (the transition-aware scheduler follows the fastest)")
       ->capture_default_str();
+  cmd.add_flag_callback("--enable-dp-attention", [&f] { f.attn_layout = "dp"; },
+                        "SGLang's name for --attn-layout dp")
+      ->excludes(layout);
   cmd.add_option("--cost-profile", f.cost_profile,
                  "auto: the cost profile from splash calibrate (default: a quick calibration at start-up)");
   cmd.add_option("--backend", f.backend, "cpu | cuda")->capture_default_str();

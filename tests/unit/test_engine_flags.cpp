@@ -31,6 +31,8 @@ TEST(EngineFlags, SglangAndVllmNamesSetTheSameFields) {
     EXPECT_EQ(parse({running, "32"}).max_running_requests, 32) << running;
   for (const char* fraction : {"--mem-fraction", "--mem-fraction-static"})
     EXPECT_DOUBLE_EQ(parse({fraction, "0.8"}).mem_fraction, 0.8) << fraction;
+  EXPECT_EQ(parse({"--enable-dp-attention"}).attn_layout, "dp");
+  EXPECT_THROW(parse({"--enable-dp-attention", "--attn-layout", "cp"}), CLI::ExcludesError);
   const EngineOptions o = make_engine_options(parse({"--max-num-batched-tokens", "1024", "--prefill-attention-window", "96"}));
   EXPECT_EQ(o.scheduler.max_batched_tokens, 1024);
   EXPECT_EQ(o.group.prefill_window, 96);
