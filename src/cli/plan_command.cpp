@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "core/kv_cache_dtype.h"
 #include "cost/step_cost.h"
+#include "layout/expanded_window.h"
+#include "layout/graph_memory.h"
 #include "layout/memory_plan.h"
 #include "layout/weight_bytes.h"
 #include "model/model_source.h"
@@ -90,6 +92,21 @@ void print_step_costs(const ModelConfig& c, const MemoryInputs& in, const PlanFl
   }
 }
 
+// The table is the paper's equation over weights and KV; the CUDA engine also sets memory aside before it
+// sizes the KV pool (engine/rank_group.h): its decode graphs at the default --cuda-graph-max-bs and one
+// prefill attention window at the default bounds.
+void print_gpu_reserves(const ModelConfig& c, const MemoryInputs& in) {
+  const int64_t act = 2;  // bf16 activations
+  const int64_t graphs = graph_memory_bytes(c, in.ranks, GraphOptions{}.max_batch, GroupOptions{}.page_size, act,
+                                            in.fp8_weights),
+                window = expanded_window_bytes(c, act, 0),
+                kv_token = c.num_hidden_layers * kv_token_bytes_from_elem(c.latent_dim(), in.kv_elem_bytes);
+  fmt::print("\nOn GPUs the engine (serve, generate) also reserves per rank before the KV pool: {:.1f} MiB for CUDA "
+             "graphs of decode steps up to {} rows (--cuda-graph-max-bs), {:.1f} MiB for a prefill attention window "
+             "(--prefill-attention-window): {} fewer cached tokens per rank than the table\n",
+             mib(graphs), GraphOptions{}.max_batch, mib(window), (graphs + window) / kv_token);
+}
+
 int run_plan(const PlanFlags& f) {
   ModelSource src = open_model(f.model, "dummy");
   const ModelConfig& c = src.config;
@@ -140,6 +157,7 @@ int run_plan(const PlanFlags& f) {
   if (dp_capacity > 0 && dop_capacity > 0)
     fmt::print("\nDOP holds {:+.1f}% more distinct tokens than DP-attention\n",
                100.0 * (static_cast<double>(dop_capacity) / static_cast<double>(dp_capacity) - 1));
+  print_gpu_reserves(c, in);
   if (f.manifest_context > 0) print_manifests(c, in, f);  // volumes do not depend on the memory
   if (!f.cost_profile.empty()) print_step_costs(c, in, f);
   if (fitting.empty()) fail("no layout fits T = {} ranks of {} each", in.ranks, f.mem_per_rank);
