@@ -202,6 +202,10 @@ void bench_decode(double copy_gbs) {
   const std::vector<int> batches = list_from_env("SPLASH_BENCH_BATCHES", {1, 16, 64, 128}),
                          contexts = list_from_env("SPLASH_BENCH_CONTEXTS", {4096, 16384, 65536, 131072}),
                          heads = list_from_env("SPLASH_BENCH_HEADS", {128, 16});
+  // Uneven rows (a scheduler's balance shows only there): row b of B holds context x (1 - spread x b / B)
+  // tokens, so the rows run evenly from the full context down to (1 - spread) of it. 0: every row full.
+  const char* spread_env = std::getenv("SPLASH_BENCH_SPREAD");
+  const double spread = spread_env ? std::clamp(std::atof(spread_env), 0.0, 1.0) : 0.0;
   // One pool of each dtype for every configuration: the largest needs 128 x 128K tokens (19.3 GB bf16 +
   // 9.7 GB fp8), fewer pages if memory is short.
   size_t free_b = 0, total_b = 0;
@@ -212,11 +216,12 @@ void bench_decode(double copy_gbs) {
   const RandomPool pool = random_pool(DType::BF16, pages, kPage, W, 4);
   const RandomPool pool8 = random_pool(DType::F8E4M3, pages, kPage, W, 40);
   std::printf(
-      "\nabsorbed decode (C %d + d_r 64, page %d, every row at the full context): a bf16 cache, then an fp8 cache\n"
+      "\nabsorbed decode (C %d + d_r 64, page %d, rows from the full context down to %.0f%% of it): a bf16 cache,\n"
+      "then an fp8 cache\n"
       "(e4m3 + an f32 scale per token: %.0f bytes a token); limit: copy %.0f GB/s; fp8_speed = bf16 time / fp8 time;\n"
       "v5_*: the warp-specialized kernel on the same bf16 inputs where the seesaw one runs\n"
       "(heads a multiple of 64), seesaw_speed = v5 time / time\n",
-      C, kPage, token_bytes(DType::F8E4M3, W), copy_gbs);
+      C, kPage, 100.0 * (1.0 - spread), token_bytes(DType::F8E4M3, W), copy_gbs);
   std::printf("%5s %8s %5s %10s %10s %9s %8s %10s %9s %12s %10s %10s %9s %10s %8s\n", "B", "context", "H", "time_ms",
               "GB/s", "of_copy", "TFLOP/s", "v5_ms", "v5_TFLOP", "seesaw_speed", "fp8_ms", "fp8_GB/s", "fp8_copy",
               "fp8_speed", "rotate");
@@ -231,7 +236,10 @@ void bench_decode(double copy_gbs) {
                       H, need * page_bytes / 1e9, pages * page_bytes / 1e9);
           continue;
         }
-        const double tokens = static_cast<double>(need) * kPage;
+        std::vector<int32_t> seq(B), len(B);
+        std::iota(seq.begin(), seq.end(), 0);
+        for (int b = 0; b < B; ++b) len[b] = std::max(1, static_cast<int>(ctx * (1.0 - spread * b / B)));
+        const double tokens = std::accumulate(len.begin(), len.end(), 0.0);
         const double kv_bytes = tokens * token_bytes(DType::BF16, W);
         const double kv8_bytes = tokens * token_bytes(DType::F8E4M3, W);
         // Rotate over disjoint page sets until the working set (of the smaller, fp8 cache) is well past L2.
@@ -244,8 +252,6 @@ void bench_decode(double copy_gbs) {
         for (int r = 0; r < rot; ++r)
           tables.push_back(
               upload_i32(std::vector<int32_t>(ids.begin() + r * need, ids.begin() + (r + 1) * need), {B, seq_pages}));
-        std::vector<int32_t> seq(B), len(B, ctx);
-        std::iota(seq.begin(), seq.end(), 0);
         Tensor row_seq = upload_i32(seq, {B}), row_len = upload_i32(len, {B});
         Tensor q = device(DType::BF16, {B, H, W}), out = device(DType::BF16, {B, H, C}),
                lse = device(DType::F32, {B, H});
@@ -264,7 +270,7 @@ void bench_decode(double copy_gbs) {
             H % 64 == 0 ? time_pool(pool, splash::cuda::absorbed_attention_warp_specialized) : 0.0;
         const double rest = B * H * (W + C) * 2.0 + B * H * 4.0;  // q, out, lse
         const double gbs = (kv_bytes + rest) / ms / 1e6, gbs8 = (kv8_bytes + rest) / ms8 / 1e6;
-        const double flops = 2.0 * B * H * static_cast<double>(ctx) * (W + C);
+        const double flops = 2.0 * H * tokens * (W + C);
         char v5[64] = "         -         -            -";
         if (ms_v5 > 0) std::snprintf(v5, sizeof v5, "%10.3f %9.0f %11.2fx", ms_v5, flops / ms_v5 / 1e9, ms_v5 / ms);
         std::printf("%5d %8d %5d %10.3f %10.0f %8.0f%% %8.0f %s %10.3f %10.0f %8.0f%% %9.2fx %8d\n", B, ctx, H, ms, gbs,
@@ -411,7 +417,8 @@ void bench_generic() {
 }  // namespace
 
 // Arguments name the sections to run (decode, prefill, generic); none runs all three. SPLASH_BENCH_HEADS,
-// SPLASH_BENCH_BATCHES and SPLASH_BENCH_CONTEXTS (comma lists) narrow the decode points.
+// SPLASH_BENCH_BATCHES and SPLASH_BENCH_CONTEXTS (comma lists) narrow the decode points, SPLASH_BENCH_SPREAD
+// (0-1) makes their rows uneven (bench/peer_mla.py times full rows only).
 int main(int argc, char** argv) {
   const auto want = [&](const char* section) {
     if (argc < 2) return true;
