@@ -6,8 +6,7 @@
 #include "core/error.h"
 #include "core/kv_cache_dtype.h"
 #include "cost/step_cost.h"
-#include "layout/expanded_window.h"
-#include "layout/graph_memory.h"
+#include "engine/rank_group.h"
 #include "layout/memory_plan.h"
 #include "layout/weight_bytes.h"
 #include "model/model_source.h"
@@ -93,18 +92,17 @@ void print_step_costs(const ModelConfig& c, const MemoryInputs& in, const PlanFl
 }
 
 // The table is the paper's equation over weights and KV; the CUDA engine also sets memory aside before it
-// sizes the KV pool (engine/rank_group.h): its decode graphs at the default --cuda-graph-max-bs and one
-// prefill attention window at the default bounds.
+// sizes the KV pool, by the same functions its sizing calls (engine/rank_group.h), at their defaults.
 void print_gpu_reserves(const ModelConfig& c, const MemoryInputs& in) {
-  const int64_t act = 2;  // bf16 activations
-  const int64_t graphs = graph_memory_bytes(c, in.ranks, GraphOptions{}.max_batch, GroupOptions{}.page_size, act,
-                                            in.fp8_weights),
-                window = expanded_window_bytes(c, act, 0),
+  GroupOptions g;
+  g.backend = "cuda";
+  g.ranks = in.ranks;
+  const int64_t graphs = graph_reserve_bytes(c, g, in.fp8_weights), window = window_reserve_bytes(c, g, AttnForm::Auto),
                 kv_token = c.num_hidden_layers * kv_token_bytes_from_elem(c.latent_dim(), in.kv_elem_bytes);
   fmt::print("\nOn GPUs the engine (serve, generate) also reserves per rank before the KV pool: {:.1f} MiB for CUDA "
              "graphs of decode steps up to {} rows (--cuda-graph-max-bs), {:.1f} MiB for a prefill attention window "
              "(--prefill-attention-window): {} fewer cached tokens per rank than the table\n",
-             mib(graphs), GraphOptions{}.max_batch, mib(window), (graphs + window) / kv_token);
+             mib(graphs), g.graphs.max_batch, mib(window), (graphs + window) / kv_token);
 }
 
 int run_plan(const PlanFlags& f) {

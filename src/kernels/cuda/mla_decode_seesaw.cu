@@ -13,8 +13,9 @@
 // wg0 issues the next pair's S0 right behind P1 V1_L (its first 4 tiles, then, once P1 V1_L is done, the
 // rest), as FlashMLA does: S0 then completes ahead of wg1's next S1, and wg0's softmax, which wg1 waits
 // for (m0), overlaps S1 on the tensor cores instead of following it. wg1 publishes m1 before it stores
-// P1, and sP1 (with its two P V products already queued) after. Each warpgroup runs one 64 x 64 x 576 score product and two 64 x 256 x 64 halves of P V per pair, and
-// one's softmax overlaps the other's products. Row sums: wg0 keeps l0 = (l0 scale0 + sum P0) scale1, wg1
+// P1, and sP1 (with its two P V products already queued) after. Each warpgroup runs one 64 x 64 x 576
+// score product and two 64 x 256 x 64 halves of P V per pair, and one's softmax overlaps the other's
+// products. Row sums: wg0 keeps l0 = (l0 scale0 + sum P0) scale1, wg1
 // l1 = l1 scale0 scale1 + sum P1, both relative to the pair's final max; at the end l = l0 + l1. A pair
 // without K1 (an odd block count's last) runs the same protocol with S1 empty: wg1 passes m1 = m0
 // (scale1 = 1) and skips its product, wg0 skips P1 V1_L.
@@ -66,8 +67,8 @@
 // (wg1 needs K1 tiles reissued by both in pair i - 1, and kM0(i), arrived before wg0 waits on kS1(i)),
 // kP1(i) (wg1 arrives it after kP0(i), arrived before wg0 waits on kP1(i)), and, for S0(i + 1) at the end
 // of pair i, K0 again (its own reissues in pair i, and wg1's after P0 V0_R(i), which waits on nothing of
-// wg0's past kP0(i)); wg1's pair i waits on K1, kM0(i), kP0(i) (wg0 arrives it after kS1(i), which wg1 arrived) and K0's
-// V0_R tiles (complete once wg0 got past S0(i)). With 1 block (one pair, no K1), 2 (one full pair, no
+// wg0's past kP0(i)); wg1's pair i waits on K1, kM0(i), kP0(i) (wg0 arrives it after kS1(i), which wg1
+// arrived) and K0's V0_R tiles (complete once wg0 got past S0(i)). With 1 block (one pair, no K1), 2 (one full pair, no
 // reissue), 3 (a full pair reissuing K0 only, then a pair without K1) or more, every arrival above is
 // matched by one sync, every mbarrier phase waited on has its expect_tx issued, and no load is left in
 // flight at the end.
