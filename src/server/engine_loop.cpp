@@ -135,12 +135,13 @@ void EngineLoop::pause(bool abort) {
   });
 }
 
+// On the loop, like pause, so the answer comes after the snapshot says "not paused".
 void EngineLoop::resume() {
-  {
+  call([this](Engine&) {
     std::lock_guard lk(mu_);
     paused_ = false;
-  }
-  cv_.notify_all();
+    return nlohmann::json();
+  });
 }
 
 bool EngineLoop::paused() const {
@@ -198,12 +199,15 @@ void EngineLoop::run() {
         c.result.set_exception(std::make_exception_ptr(ApiError(503, "the server is shutting down")));
         continue;
       }
+      // Published before the answer: a client that reads /get_server_info next sees the call's effect.
       try {
-        c.result.set_value(c.fn(engine_));
+        nlohmann::json value = c.fn(engine_);
+        publish();
+        c.result.set_value(std::move(value));
       } catch (...) {
+        publish();
         c.result.set_exception(std::current_exception());
       }
-      publish();
     }
     {
       std::lock_guard lk(mu_);

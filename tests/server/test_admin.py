@@ -83,9 +83,24 @@ def test_server_info_shows_flags_and_live_state(json_server):
     json_server.wait_drained()
 
 
-def test_flush_cache(json_server):
-    r = json_server.post("/flush_cache")
-    assert r.status_code == 200 and r.json()["success"] is True and r.json()["pages_freed"] >= 0
+def test_flush_cache_and_pause_show_at_once(json_server):
+    """An admin call's answer comes after /get_server_info shows its effect (a CI run once read the state of
+    before a flush). Repeated, since a stale read is a race."""
+    def state():
+        return json_server.get("/get_server_info").json()["internal_states"][0]
+    json_server.wait_drained()
+    for i in range(8):
+        r = json_server.post("/generate", {"input_ids": [9, 10 + i, 11] * 70, "sampling_params": {"max_new_tokens": 2}})
+        assert r.status_code == 200, r.text
+        json_server.wait_drained()
+        assert sum(p["cached"] for p in state()["kv_pages"]) > 0, state()  # the prompt stays cached
+        r = json_server.post("/flush_cache")
+        assert r.status_code == 200 and r.json()["success"] is True and r.json()["pages_freed"] > 0, r.text
+        assert all(p["cached"] == 0 and p["free"] == p["capacity"] for p in state()["kv_pages"]), state()
+        assert json_server.post("/pause_generation", {"mode": "in_place"}).status_code == 200
+        assert state()["generation_paused"] is True
+        assert json_server.post("/continue_generation").status_code == 200
+        assert state()["generation_paused"] is False
 
 
 def test_json_log_lines_and_finished_request(json_server):
