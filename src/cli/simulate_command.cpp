@@ -67,14 +67,16 @@ std::map<std::string, double> measured_totals(const std::string& path) {
   return out;
 }
 
+// The dtypes the simulated engine holds: the profile's (--weight-dtype and --kv-cache-dtype applied). FP8
+// weights are held as the engine holds them: block-scaled where layout/weight_bytes.h says, the rest wide.
+KvSizing simulated_sizing(const EngineOptions& o, const CostProfile& p) {
+  return {backend_dtypes(o.group.backend).weight_dtype, kv_dtype_of_elem_bytes(p.kv_elem_bytes), o.mem_per_rank,
+          p.weight_elem_bytes == 1};
+}
+
 int run_regime_map(const SimulateFlags& f, const ModelConfig& cfg, const CostProfile& p, const EngineOptions& o) {
-  MemoryInputs in;
-  in.ranks = o.group.ranks;
-  in.mem_per_rank = o.mem_per_rank;
-  in.mem_fraction = o.mem_fraction;
-  in.weight_elem_bytes = p.weight_elem_bytes;
-  in.kv_elem_bytes = p.kv_elem_bytes;
-  if (in.mem_per_rank <= 0) fail("give --mem-per-rank for the regime map");
+  if (o.mem_per_rank <= 0) fail("give --mem-per-rank for the regime map");
+  const MemoryInputs in = memory_inputs(cfg, o, simulated_sizing(o, p));
   fmt::print("best layout and its predicted decode step (ms) per batch x context, T={} ({}); '-' none fits\n",
              in.ranks, p.hardware);
   fmt::print("{:>8}", "B \\ ctx");
@@ -119,9 +121,7 @@ int run_simulate(const SimulateFlags& f) {
   so.profile = profile;
   so.scheduler = o.scheduler;
   so.page_size = o.group.page_size;
-  const KvSizing sizing = backend_dtypes(o.group.backend);
-  const DType weights = profile.weight_elem_bytes == 1 ? DType::F8E4M3 : sizing.weight_dtype;
-  so.kv_pages = size_kv_pages(cfg, o, {weights, kv_dtype_of_elem_bytes(profile.kv_elem_bytes), o.mem_per_rank});
+  so.kv_pages = size_kv_pages(cfg, o, simulated_sizing(o, profile));
   const std::map<std::string, double> measured = f.compare.empty() ? std::map<std::string, double>{} : measured_totals(f.compare);
   std::ofstream csv;
   if (!f.csv.empty()) {

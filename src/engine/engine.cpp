@@ -156,20 +156,25 @@ void Engine::set_layout_policy(std::unique_ptr<LayoutPolicy> policy) {
   policy_ = std::make_unique<RequestableLayoutPolicy>(std::move(policy));
 }
 
-int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sz) {
-  if (opt.kv_pages > 0) return opt.kv_pages;
+MemoryInputs memory_inputs(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sz) {
   MemoryInputs in;
   in.ranks = opt.group.ranks;
-  // Where the heads split, the pool also holds the projection replicas of replicated layouts: size it
-  // with sharded projections outside it.
-  const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
   in.weight_elem_bytes = static_cast<int64_t>(dtype_size(sz.weight_dtype));
   in.fp8_weights = sz.fp8_weights;
   in.mem_per_rank = opt.mem_per_rank > 0 ? opt.mem_per_rank : sz.device_memory;
-  if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
   in.mem_fraction = opt.mem_fraction;
   in.kv_elem_bytes = static_cast<int64_t>(dtype_size(sz.kv_dtype));
   in.reserve_bytes = graph_reserve_bytes(cfg, opt.group, sz.fp8_weights) + window_reserve_bytes(cfg, opt.group, opt.form);
+  return in;
+}
+
+int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sz) {
+  if (opt.kv_pages > 0) return opt.kv_pages;
+  const MemoryInputs in = memory_inputs(cfg, opt, sz);
+  if (in.mem_per_rank <= 0) fail("give the memory per rank (--mem-per-rank) or the pages per rank (--kv-pages)");
+  // Where the heads split, the pool also holds the projection replicas of replicated layouts: size it
+  // with sharded projections outside it.
+  const Layout sizing = layout_split_error(cfg, Layout::TP, opt.group.ranks).empty() ? Layout::TP : opt.group.layout;
   const LayoutMemory m = plan_layout(cfg, sizing, in), wanted = plan_layout(cfg, opt.group.layout, in);
   if (!wanted.fits || !m.fits)
     fail("layout {} does not fit: {} (layouts that fit: {})", layout_name(opt.group.layout),

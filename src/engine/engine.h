@@ -20,6 +20,7 @@
 #include "engine/rank_group.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "layout/memory_plan.h"
 #include "model/model_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,6 +59,9 @@ class StepObserver {
   virtual void on_step(const StepPlan& plan, const StepOutput& out) = 0;
 };
 
+// What the memory plan is given for the engine's options: the memory per rank, the dtypes and what the
+// GPU engine reserves besides its table (decode graphs, one prefill attention window).
+MemoryInputs memory_inputs(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sizing);
 // Pages per rank for the engine's layout and memory options (fails naming what does not fit).
 int64_t size_kv_pages(const ModelConfig& cfg, const EngineOptions& opt, const KvSizing& sizing);
 // The rank group with its KV pool allocated and the starting layout in place.

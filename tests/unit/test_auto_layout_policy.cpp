@@ -12,20 +12,13 @@
 #include "engine/engine.h"
 #include "fixture_reference.h"
 #include "flat_cost_profile.h"
+#include "small_mla_config.h"
 #include "model/model_source.h"
 
 namespace splash {
 namespace {
 
-ModelConfig config() {
-  // An odd vocabulary: lm_head is replicated, so the step has no all-gather outside attention.
-  return parse_model_config(nlohmann::json{{"model_type", "deepseek_v3"}, {"vocab_size", 127}, {"hidden_size", 64},
-                                           {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                                           {"num_attention_heads", 4}, {"q_lora_rank", nullptr}, {"kv_lora_rank", 32},
-                                           {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8}, {"v_head_dim", 16},
-                                           {"n_routed_experts", 0}, {"max_position_embeddings", 4096}},
-                            "test");
-}
+ModelConfig config() { return test::small_mla_config(); }
 
 // KV reads dominate (TP reads every history on every rank) unless `kv_bps` is huge.
 CostProfile profile(const ModelConfig& c, int ranks, double kv_bps) {
