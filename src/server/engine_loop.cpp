@@ -215,7 +215,7 @@ void EngineLoop::run() {
     }
     // A switch in transit rides on the next step; with nothing running that step only transfers.
     if (!stopping && !paused && (engine_.has_work() || engine_.switch_in_transit())) step();
-    publish();
+    else publish();
     {
       std::lock_guard lk(mu_);
       idle_ = live_.empty() && submissions_.empty();
@@ -228,12 +228,15 @@ void EngineLoop::run() {
 
 void EngineLoop::step() {
   try {
-    deliver(engine_.step());
+    const std::vector<RequestOutput> outputs = engine_.step();
+    publish();  // before the answers, so a client reading the state after its answer sees this step
+    deliver(outputs);
   } catch (const std::exception& e) {
     // The step's state is unknown, and no request caused it (each was checked when admitted): fail what
     // runs as an internal error, keep serving new requests.
     spdlog::error("engine step failed: {}", e.what());
     fail_all();
+    publish();
   }
 }
 
