@@ -234,6 +234,11 @@ int64_t Engine::add(std::vector<int32_t> prompt, SamplingParams params) {
       reject(r, fmt::format("token id {} is outside the vocabulary [0, {})", t, c.vocab_size));
       return r.id;
     }
+  for (const auto& [t, bias] : r.params.logit_bias)
+    if (t >= c.vocab_size) {
+      reject(r, fmt::format("logit_bias names token id {}, outside the vocabulary [0, {})", t, c.vocab_size));
+      return r.id;
+    }
   if (std::string why = context_limit_error(c.max_position_embeddings, static_cast<int64_t>(r.prompt.size()),
                                            r.params.max_tokens);
       !why.empty()) {
@@ -416,6 +421,7 @@ std::vector<RequestOutput> Engine::step() {
   for (size_t i = 0; i < batch.size(); ++i)
     plan.seqs[i].greedy = !plan.all_logits && batch[i]->params.temperature == 0.0f && batch[i]->params.logprobs < 0 &&
                           !batch[i]->stops_suppressed() &&  // suppressing stop tokens needs the logits
+                          !batch[i]->params.adjusts_logits() &&  // so do penalties and biases
                           !followers_.count(batch[i]->id);
   complete_plan(plan, group_->kv());
   stats_.preemptions = scheduler_.preemptions();
@@ -500,9 +506,16 @@ void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
   else kv.cache_prefix(r.id, r.tokens(), r.computed, r.owner, layout);
 }
 
-SampleResult Engine::sample(const Request& r, std::span<const float> logits) const {
-  std::vector<float> suppressed;
-  if (r.stops_suppressed()) logits = suppressed = suppress_stop_tokens(logits, r.params, eos_);
+SampleResult Engine::sample(Request& r, std::span<const float> logits) const {
+  std::vector<float> adjusted;
+  if (r.params.adjusts_logits()) {
+    if (!r.seen) r.seen = std::make_unique<SeenTokens>(r.prompt);
+    r.seen->catch_up(r.output);
+    adjusted.assign(logits.begin(), logits.end());
+    adjust_logits(adjusted, r.params, *r.seen);
+    logits = adjusted;
+  }
+  if (r.stops_suppressed()) logits = adjusted = suppress_stop_tokens(logits, r.params, eos_);
   return sample_token(logits, r.params, r.seed, r.output.size());
 }
 

@@ -175,7 +175,7 @@ class Engine {
   void fork_followers(Request& leader, std::span<const float> logits, std::vector<RequestOutput>& outputs);
   // The leader ended before its prompt was done: its followers queue as requests of their own.
   void release_followers(int64_t leader);
-  SampleResult sample(const Request& r, std::span<const float> logits) const;
+  SampleResult sample(Request& r, std::span<const float> logits) const;
   // Completes a switch in transit before the ranks' weights change (a failure stops the engine, as in step).
   void settle_switch();
   // Drops every cached block, those running requests use too (they keep their pages, only not as cache

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/logit_penalties.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_checker.h"
@@ -32,6 +33,7 @@ struct Request {
   std::vector<int32_t> output;
   std::vector<float> logprobs;                     // of each sampled token (when params.logprobs >= 0)
   std::vector<std::vector<TokenLogprob>> top_logprobs;
+  std::unique_ptr<SeenTokens> seen;  // for the logit adjustments, made at the first token they shape
   FinishReason finish = FinishReason::None;
   std::string error;
   bool error_internal = false;  // the engine's own fault (a 500, details in the log), not the request's

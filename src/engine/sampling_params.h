@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace splash {
@@ -26,13 +27,22 @@ struct SamplingParams {
   bool skip_special_tokens = true;          // special tokens add no text
   // -1: none; 0: logprob of the sampled token; n > 0: also the top-n alternatives (n <= 20).
   int logprobs = -1;
+  // OpenAI's, vLLM's and SGLang's logit adjustments (engine/logit_penalties.h): presence and frequency
+  // penalties in [-2, 2] over the tokens generated so far, a repetition penalty > 0 over prompt and
+  // output, and a bias in [-100, 100] per token id.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias), each id once
+  bool adjusts_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty();
+  }
 };
 
 inline constexpr int kMaxLogprobs = 20;
 
 // Throws splash::Error with a message naming the field: negative/NaN/infinite temperature, top_p
 // outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, min_tokens < 0, logprobs > 20 or
-// < -1, empty stop string, negative stop token id.
+// < -1, empty stop string, negative stop token id, a penalty or bias out of its range, a negative or
+// repeated logit_bias id. Ids past the vocabulary are the engine's to refuse (it knows the vocabulary).
 void validate(const SamplingParams& p);
 
 }  // namespace splash

@@ -19,6 +19,8 @@ constexpr SamplingField kCommonFields[] = {
     {"min_p", "min_p"},             {"seed", "seed"},   {"stop", "stop"},
     {"stop_token_ids", "stop_token_ids"}, {"ignore_eos", "ignore_eos"}, {"min_tokens", "min_tokens"},
     {"include_stop_str_in_output", "include_stop_str_in_output"}, {"skip_special_tokens", "skip_special_tokens"},
+    {"presence_penalty", "presence_penalty"}, {"frequency_penalty", "frequency_penalty"},
+    {"repetition_penalty", "repetition_penalty"}, {"logit_bias", "logit_bias"},
 };
 
 const Tokenizer& need_tokenizer(const ModelInfo& m, const char* param) {
@@ -27,7 +29,7 @@ const Tokenizer& need_tokenizer(const ModelInfo& m, const char* param) {
   return *m.tokenizer;
 }
 
-// Options both endpoints share: n, stream, stream_options, return_token_ids, the neutral-only ones.
+// Options both endpoints share: n, stream, stream_options, return_token_ids, user.
 void parse_common(const json& body, OpenAIRequest& r) {
   r.n = static_cast<int>(get_int(body, "n", 1, 1, kMaxN));
   r.stream = get_bool(body, "stream", false);
@@ -41,10 +43,6 @@ void parse_common(const json& body, OpenAIRequest& r) {
   get_string(body, "user");  // accepted for compatibility; only its type is checked
   // Only the type is checked: HF's fast tokenizers ignore it too, so special tokens join without spaces.
   get_bool(body, "spaces_between_special_tokens", true);
-  require_neutral(body, "presence_penalty", {0});
-  require_neutral(body, "frequency_penalty", {0});
-  require_neutral(body, "repetition_penalty", {1});
-  require_neutral(body, "logit_bias", {json::object()});
 }
 
 // Context check with OpenAI's code, before the engine (which would reject the request anyway).

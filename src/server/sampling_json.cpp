@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 
@@ -63,6 +64,24 @@ std::vector<int32_t> get_token_ids(std::string_view key, const json& v) {
   return out;
 }
 
+// OpenAI's shape: {"token id": bias}. An id named twice ("7", "07") is an error (validate's).
+std::vector<std::pair<int32_t, float>> get_logit_bias(std::string_view key, const json& v) {
+  if (!v.is_object()) wrong_type(key, v, "an object of token ids to numbers");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [id, bias] : v.items()) {
+    size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(id, &used);
+    } catch (const std::exception&) {
+    }
+    if (id.empty() || used != id.size() || n < 0 || n > std::numeric_limits<int32_t>::max())
+      fail("sampling params: field \"{}\" has key \"{}\", which is not a token id", key, id);
+    out.emplace_back(static_cast<int32_t>(n), get_float(key, bias));
+  }
+  return out;
+}
+
 }  // namespace
 
 SamplingParams sampling_params_from_json(const nlohmann::json& j,
@@ -97,6 +116,14 @@ SamplingParams sampling_params_from_json(const nlohmann::json& j,
       if (!keep_default) p.skip_special_tokens = get_bool(key, v);
     } else if (key == "logprobs") {
       if (!keep_default) p.logprobs = get_int32(key, v);
+    } else if (key == "presence_penalty") {
+      if (!keep_default) p.presence_penalty = get_float(key, v);
+    } else if (key == "frequency_penalty") {
+      if (!keep_default) p.frequency_penalty = get_float(key, v);
+    } else if (key == "repetition_penalty") {
+      if (!keep_default) p.repetition_penalty = get_float(key, v);
+    } else if (key == "logit_bias") {
+      if (!keep_default) p.logit_bias = get_logit_bias(key, v);
     } else if (std::find(allowed_extra.begin(), allowed_extra.end(), key) == allowed_extra.end()) {
       fail("sampling params: unknown key \"{}\"", key);
     }

@@ -19,6 +19,8 @@ constexpr SamplingField kFields[] = {
     {"ignore_eos", "ignore_eos"},     {"min_new_tokens", "min_tokens"},
     {"skip_special_tokens", "skip_special_tokens"},
     {"no_stop_trim", "include_stop_str_in_output"},  // SGLang's name: keep the stop string
+    {"frequency_penalty", "frequency_penalty"}, {"presence_penalty", "presence_penalty"},
+    {"repetition_penalty", "repetition_penalty"}, {"logit_bias", "logit_bias"},
 };
 
 std::vector<std::vector<int32_t>> parse_inputs(const json& body, const ModelInfo& m, bool& batch) {
@@ -54,14 +56,11 @@ SamplingParams parse_sampling(const json& sp, const ModelInfo& m, int logprobs, 
   if (!sp.is_object()) throw bad_request("'sampling_params' must be an object (or a list of objects for a batch)", "sampling_params");
   reject_unknown_keys(sp, {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "sampling_seed", "stop",
                            "stop_token_ids", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
-                           "no_stop_trim", "frequency_penalty", "presence_penalty", "repetition_penalty",
+                           "no_stop_trim", "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias",
                            "min_new_tokens", "n", "json_schema", "regex", "ebnf"},
                       "sampling_params.");
   // Only the type is checked: HF's fast tokenizers ignore it too, so special tokens join without spaces.
   get_bool(sp, "spaces_between_special_tokens", true);
-  require_neutral(sp, "frequency_penalty", {0});
-  require_neutral(sp, "presence_penalty", {0});
-  require_neutral(sp, "repetition_penalty", {1});
   require_neutral(sp, "n", {1});
   for (const char* k : {"json_schema", "regex", "ebnf"}) require_neutral(sp, k, {nullptr});
   // SGLang's default max_new_tokens is 128.

@@ -22,6 +22,12 @@ CASES = [
     ("/v1/completions", {"prompt": [5, -1]}, 400, "prompt", None),
     ("/v1/completions", {"prompt": [5], "frobnicate": 1}, 400, "frobnicate", "unknown_parameter"),
     ("/v1/completions", {"prompt": [5], "echo": True}, 400, "echo", "unsupported_parameter"),
+    ("/v1/completions", {"prompt": [5], "presence_penalty": 3}, 400, "presence_penalty", None),
+    ("/v1/completions", {"prompt": [5], "repetition_penalty": 0}, 400, "repetition_penalty", None),
+    ("/v1/completions", {"prompt": [5], "logit_bias": {"x": 1}}, 400, "logit_bias", None),
+    ("/v1/completions", {"prompt": [5], "logit_bias": {"5": 101}}, 400, "logit_bias", None),
+    ("/v1/completions", {"prompt": [5], "logit_bias": {"512": 1}}, 400, None, None),  # past the vocabulary
+    ("/generate", {"input_ids": [5], "sampling_params": {"frequency_penalty": -2.5}}, 400, "frequency_penalty", None),
     ("/v1/completions", {"prompt": [5], "stream_options": {"include_usage": True}}, 400, "stream_options", None),
     ("/v1/completions", {"prompt": [5], "max_tokens": 5000}, 400, "max_tokens", "context_length_exceeded"),
     ("/v1/completions", {"prompt": TOO_LONG_PROMPT, "max_tokens": 1}, 400, "prompt", "context_length_exceeded"),

@@ -90,6 +90,24 @@ def test_min_tokens_suppresses_stop_tokens_and_strings(client):
     assert len(late.token_ids) >= 6 and late.text.startswith(base.text[:3])
 
 
+def test_penalties_and_logit_bias(server, client):
+    """OpenAI's logit_bias and penalties through the openai client, and SGLang's names on /generate."""
+    base = complete(client, max_tokens=24)
+    forced, first = base.token_ids[3], base.token_ids[0]
+    assert complete(client, logit_bias={str(forced): 100}).token_ids == [forced] * 16
+    assert first not in complete(client, logit_bias={str(first): -100}).token_ids
+    # The greedy continuation repeats tokens; penalties on what was generated change it, deterministically.
+    assert len(set(base.token_ids)) < len(base.token_ids)
+    penalized = complete(client, max_tokens=24, frequency_penalty=2, presence_penalty=2, repetition_penalty=2)
+    assert penalized.token_ids != base.token_ids
+    assert complete(client, max_tokens=24, frequency_penalty=2, presence_penalty=2,
+                    repetition_penalty=2).token_ids == penalized.token_ids
+    r = server.post("/generate", {"input_ids": base.prompt_token_ids, "sampling_params": {
+        "max_new_tokens": 24, "ignore_eos": True, **GREEDY, "frequency_penalty": 2, "presence_penalty": 2,
+        "repetition_penalty": 2}})
+    assert r.status_code == 200 and r.json()["output_ids"] == penalized.token_ids, r.text
+
+
 def test_include_stop_str_in_output(client):
     base = complete(client, max_tokens=24)
     stop = base.text[4:7]

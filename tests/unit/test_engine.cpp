@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "engine/engine.h"
 #include "check/reference_check.h"
 #include "fixture_reference.h"
@@ -186,6 +188,63 @@ TEST(Engine, MinTokensSuppressesStopTokens) {
   ASSERT_GE(out.size(), static_cast<size_t>(s.min_tokens));
   EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + first), std::vector<int32_t>(p.greedy.begin(), p.greedy.begin() + first));
   for (int k = 0; k < s.min_tokens; ++k) EXPECT_NE(out[k], stop) << k;
+}
+
+// Each position's logits of one request (all rows come back: EngineOptions::all_logits).
+class LastRowRecorder : public StepObserver {
+ public:
+  explicit LastRowRecorder(int64_t vocab) : vocab_(vocab) {}
+  void on_step(const StepPlan& plan, const StepOutput& out) override {
+    int64_t row = 0;
+    for (const StepSeq& s : plan.seqs)
+      for (int64_t j = 0; j < s.n_new; ++j, ++row) {
+        const float* l = out.logits.ptr<float>() + row * vocab_;
+        rows[s.start + j].assign(l, l + vocab_);
+      }
+  }
+  std::map<int64_t, std::vector<float>> rows;  // by position
+
+ private:
+  int64_t vocab_;
+};
+
+// Penalties and a bias shape each greedy token: every token is the argmax of its raw logits adjusted by
+// hand here (OpenAI's and vLLM's formulas, written out independently of engine/logit_penalties.cpp),
+// with the prompt and the output so far; the output departs from the plain greedy one.
+TEST(Engine, PenaltiesAndLogitBiasShapeEachTokenFromTheRawLogits) {
+  const auto& p = reference().prompts[1];
+  EngineOptions o;
+  o.kv_pages = 4096;
+  o.all_logits = true;
+  Engine e(open_model(kFixture), o);
+  LastRowRecorder rec(e.config().vocab_size);
+  e.set_step_observer(&rec);
+  SamplingParams s = greedy(16);
+  s.repetition_penalty = 1.6f;
+  s.frequency_penalty = 0.8f;
+  s.presence_penalty = 0.3f;
+  s.logit_bias = {{p.greedy[0], -4.0f}, {p.greedy[2], 1.5f}};
+  const int64_t id = e.add(p.ids, s);
+  while (e.has_work()) e.step();
+  const std::vector<int32_t>& out = e.request(id).output;
+  ASSERT_EQ(out.size(), 16u) << e.request(id).error;
+  EXPECT_NE(out, std::vector<int32_t>(p.greedy.begin(), p.greedy.begin() + 16));
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t pos = static_cast<int64_t>(p.ids.size() + k) - 1;
+    ASSERT_TRUE(rec.rows.count(pos)) << pos;
+    std::vector<float> l = rec.rows.at(pos);
+    std::map<int32_t, int> count;
+    for (size_t j = 0; j < k; ++j) ++count[out[j]];
+    for (const auto& [tok, b] : s.logit_bias) l[tok] += b;
+    for (size_t v = 0; v < l.size(); ++v) {
+      const int32_t t = static_cast<int32_t>(v);
+      const bool seen = count.count(t) || std::find(p.ids.begin(), p.ids.end(), t) != p.ids.end();
+      if (seen) l[v] = l[v] > 0 ? l[v] / s.repetition_penalty : l[v] * s.repetition_penalty;
+      if (count.count(t)) l[v] -= count[t] * s.frequency_penalty + s.presence_penalty;
+    }
+    EXPECT_EQ(out[k], std::max_element(l.begin(), l.end()) - l.begin()) << "token " << k;
+  }
+  expect_pools_empty(e);
 }
 
 }  // namespace

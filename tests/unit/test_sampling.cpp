@@ -69,6 +69,14 @@ TEST(SamplingParamsValidate, RejectsEachBadField) {
   expect_invalid([](SamplingParams& p) { p.logprobs = -2; }, "logprobs");
   expect_invalid([](SamplingParams& p) { p.stop = {"ok", ""}; }, "stop");
   expect_invalid([](SamplingParams& p) { p.stop_token_ids = {1, -1}; }, "stop_token_ids");
+  expect_invalid([](SamplingParams& p) { p.presence_penalty = 2.5f; }, "presence_penalty");
+  expect_invalid([](SamplingParams& p) { p.presence_penalty = NAN; }, "presence_penalty");
+  expect_invalid([](SamplingParams& p) { p.frequency_penalty = -2.01f; }, "frequency_penalty");
+  expect_invalid([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty");
+  expect_invalid([](SamplingParams& p) { p.repetition_penalty = INFINITY; }, "repetition_penalty");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }, "logit_bias");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }, "logit_bias");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{4, 1.0f}, {4, 2.0f}}; }, "logit_bias");
 }
 
 TEST(SamplingParamsJson, ParsesAllFields) {
@@ -91,6 +99,21 @@ TEST(SamplingParamsJson, ParsesAllFields) {
   EXPECT_EQ(p.min_tokens, 3);
   EXPECT_TRUE(p.include_stop_str_in_output);
   EXPECT_FALSE(p.skip_special_tokens);
+}
+
+TEST(SamplingParamsJson, PenaltiesAndLogitBias) {
+  const SamplingParams p = sampling_params_from_json(json::parse(R"({"presence_penalty": 0.5,
+      "frequency_penalty": -1, "repetition_penalty": 1.3, "logit_bias": {"17": -100, "3": 2.5}})"));
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.3f);
+  EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, float>>{{17, -100.0f}, {3, 2.5f}}));
+  EXPECT_TRUE(p.adjusts_logits());
+  EXPECT_FALSE(sampling_params_from_json(json::parse(R"({"repetition_penalty": 1, "logit_bias": {}})")).adjusts_logits());
+  for (const char* bad : {R"({"logit_bias": {"x": 1}})", R"({"logit_bias": {"-3": 1}})", R"({"logit_bias": {"3": "a"}})",
+                          R"({"logit_bias": {"7": 1, "07": 2}})", R"({"logit_bias": [1]})", R"({"logit_bias": {"3": 101}})",
+                          R"({"logit_bias": {"99999999999": 1}})", R"({"logit_bias": {"": 1}})"})
+    expect_error([&] { sampling_params_from_json(json::parse(bad)); }, "logit_bias");
 }
 
 TEST(SamplingParamsJson, EmptyObjectGivesDefaults) {
