@@ -12,7 +12,6 @@
 namespace splash {
 namespace {
 
-constexpr int kMaxN = 128;
 
 constexpr SamplingField kCommonFields[] = {
     {"temperature", "temperature"}, {"top_p", "top_p"}, {"top_k", "top_k"},

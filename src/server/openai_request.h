@@ -13,6 +13,7 @@
 namespace splash {
 
 inline constexpr int kMaxChoices = 512;  // prompts x n of one request
+inline constexpr int kMaxN = 128;         // samples of one prompt
 
 struct OpenAIRequest {
   bool chat = false;

@@ -61,7 +61,6 @@ SamplingParams parse_sampling(const json& sp, const ModelInfo& m, int logprobs, 
                       "sampling_params.");
   // Only the type is checked: HF's fast tokenizers ignore it too, so special tokens join without spaces.
   get_bool(sp, "spaces_between_special_tokens", true);
-  require_neutral(sp, "n", {1});
   for (const char* k : {"json_schema", "regex", "ebnf"}) require_neutral(sp, k, {nullptr});
   // SGLang's default max_new_tokens is 128.
   SamplingParams p = sampling_params_from_api(sp, kFields, json{{"max_tokens", 128}, {"logprobs", logprobs}});
@@ -118,6 +117,25 @@ class GenerateStreamWriter final : public SseWriter {
   std::vector<ChoiceResult> choices_;
 };
 
+// n samples of each input become n entries in input order (input i's sample j at i * n + j), answered
+// as a batch, as SGLang answers them: sample j takes seed + j, and rid "r" becomes "r-0", "r-1", ...
+void expand_samples(GenerateRequest& r, int n) {
+  std::vector<std::vector<int32_t>> inputs;
+  std::vector<SamplingParams> params;
+  std::vector<std::string> rids;
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    for (int j = 0; j < n; ++j) {
+      inputs.push_back(r.inputs[i]);
+      params.push_back(r.params[i]);
+      if (r.params[i].seed) params.back().seed = *r.params[i].seed + static_cast<uint64_t>(j);
+      rids.push_back(fmt::format("{}-{}", r.rids[i], j));
+    }
+  r.batch = true;
+  r.inputs = std::move(inputs);
+  r.params = std::move(params);
+  r.rids = std::move(rids);
+}
+
 }  // namespace
 
 GenerateRequest parse_generate_request(const json& body, const ModelInfo& m) {
@@ -135,10 +153,16 @@ GenerateRequest parse_generate_request(const json& body, const ModelInfo& m) {
   const json* sp = field(body, "sampling_params");
   if (sp && sp->is_array() && (!r.batch || sp->size() != n))
     throw bad_request(fmt::format("'sampling_params' as a list needs one object per input ({})", n), "sampling_params");
+  int samples = 1;  // SGLang's n: the same for every input
   for (size_t i = 0; i < n; ++i) {
     const json& one = !sp ? json::object() : sp->is_array() ? (*sp)[i] : *sp;
     r.params.push_back(parse_sampling(one, m, r.return_logprob ? top : -1, static_cast<int64_t>(r.inputs[i].size())));
+    const int ni = static_cast<int>(get_int(one, "n", 1, 1, kMaxN));
+    if (i > 0 && ni != samples) throw bad_request("every input of a batch must ask for the same n", "sampling_params.n");
+    samples = ni;
   }
+  if (static_cast<int64_t>(n) * samples > kMaxChoices)
+    throw bad_request(fmt::format("at most {} samples (inputs x n) per request", kMaxChoices), "sampling_params.n");
 
   const json* rid = field(body, "rid");
   if (!rid) {
@@ -155,6 +179,7 @@ GenerateRequest parse_generate_request(const json& body, const ModelInfo& m) {
   }
   for (const std::string& id : r.rids)
     if (id.empty()) throw bad_request("'rid' must not be empty", "rid");
+  if (samples > 1) expand_samples(r, samples);
   return r;
 }
 

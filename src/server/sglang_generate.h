@@ -13,11 +13,12 @@
 
 namespace splash {
 
+// One entry per input, or per sample of each input when n > 1.
 struct GenerateRequest {
-  bool batch = false;  // input was a list of prompts: answer with a list
+  bool batch = false;  // input was a list of prompts, or n > 1: answer with a list
   std::vector<std::vector<int32_t>> inputs;
-  std::vector<SamplingParams> params;  // one per input
-  std::vector<std::string> rids;       // one per input
+  std::vector<SamplingParams> params;
+  std::vector<std::string> rids;
   bool stream = false;
   bool return_logprob = false;
   bool return_text_in_logprobs = false;

@@ -108,6 +108,30 @@ def test_n_choices_are_seeded_samples(ids_server, reference):
     assert a["usage"]["prompt_tokens"] == len(ids) and a["usage"]["completion_tokens"] == 36
 
 
+def test_generate_n_samples_in_input_order(ids_server, reference):
+    (ids0, _), (ids1, _) = reference[0], reference[1]
+    sp = {"max_new_tokens": 10, "temperature": 1.0, "seed": 11, "ignore_eos": True}
+
+    def generate(body):
+        r = ids_server.post("/generate", body)
+        assert r.status_code == 200, r.text
+        return r.json()
+    outs = generate({"input_ids": [ids0, ids1], "rid": "grp", "sampling_params": {**sp, "n": 3}})
+    assert [o["meta_info"]["id"] for o in outs] == [f"grp-{i}-{j}" for i in range(2) for j in range(3)]
+    # Sample j of input i is input i alone with seed 11 + j.
+    for i, ids in enumerate([ids0, ids1]):
+        for j in range(3):
+            one = generate({"input_ids": ids, "sampling_params": {**sp, "seed": 11 + j}})
+            assert outs[3 * i + j]["output_ids"] == one["output_ids"], (i, j)
+    assert len({tuple(o["output_ids"]) for o in outs[:3]}) > 1  # different seeds, different samples
+    single = generate({"input_ids": ids0, "rid": "one", "sampling_params": {**sp, "n": 2}})
+    assert isinstance(single, list) and [o["meta_info"]["id"] for o in single] == ["one-0", "one-1"]
+    r = ids_server.post("/generate", {"input_ids": [ids0, ids1], "sampling_params": [{**sp, "n": 2}, {**sp, "n": 3}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params.n", r.text
+    r = ids_server.post("/generate", {"input_ids": ids0, "sampling_params": {**sp, "n": 0}})
+    assert r.status_code == 400, r.text
+
+
 def test_completions_logprobs_shape(ids_server, reference):
     ids, greedy = reference[1]
     r = ids_server.post("/v1/completions", {"prompt": ids, "max_tokens": 6, "logprobs": 2, **GREEDY})
