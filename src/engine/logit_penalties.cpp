@@ -1,6 +1,7 @@
 #include "engine/logit_penalties.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace splash {
 
@@ -23,8 +24,11 @@ void adjust_logits(std::span<float> logits, const SamplingParams& p, const SeenT
     if (in_row(id)) logits[id] += bias;
   if (p.repetition_penalty != 1.0f) {
     const float r = p.repetition_penalty;
+    // A tiny penalty saturates a positive logit instead of making it +inf, which leaves no finite
+    // maximum to sample from (the request would fail as an internal fault).
     const auto penalize = [&](int32_t id) {
-      if (in_row(id)) logits[id] = logits[id] > 0 ? logits[id] / r : logits[id] * r;
+      if (in_row(id))
+        logits[id] = logits[id] > 0 ? std::min(logits[id] / r, std::numeric_limits<float>::max()) : logits[id] * r;
     };
     // Once per token: a token of both prompt and output is penalized once.
     for (int32_t id : seen.prompt_tokens()) penalize(id);

@@ -1,8 +1,9 @@
 #pragma once
-// The logit adjustments of OpenAI's API as vLLM and SGLang apply them, before temperature and the
-// samplers: logit_bias added per token; the repetition penalty (CTRL's) over every token of prompt and
-// output divides a positive logit and multiplies a negative one; frequency and presence penalties over
-// the generated tokens subtract count x frequency_penalty and presence_penalty once a token occurred.
+// The logit adjustments of OpenAI's API as vLLM applies them, before temperature and the samplers:
+// logit_bias added per token; the repetition penalty (CTRL's) over every token of prompt and output
+// divides a positive logit and multiplies a negative one; frequency and presence penalties over the
+// generated tokens subtract count x frequency_penalty and presence_penalty once a token occurred.
+// (SGLang adds the bias after the penalties and leaves the prompt out of the repetition penalty.)
 #include <cstdint>
 #include <span>
 #include <unordered_map>

@@ -236,7 +236,6 @@ void EngineLoop::step() {
     // runs as an internal error, keep serving new requests.
     spdlog::error("engine step failed: {}", e.what());
     fail_all();
-    publish();
   }
 }
 
@@ -342,8 +341,10 @@ void EngineLoop::apply_cancel(const Cancel& c) {
   std::vector<int64_t> ids;
   for (const auto& [id, l] : live_)
     if ((!c.stream || l.stream == c.stream) && (c.index < 0 || l.index == c.index)) ids.push_back(id);
+  for (int64_t id : ids) engine_.abort(id);
+  if (ids.empty()) return;
+  publish();  // before the last chunks, as for a step's
   for (int64_t id : ids) {
-    engine_.abort(id);
     TokenDelta d;
     d.finish = FinishReason::Abort;
     finish(id, std::move(d));
@@ -389,12 +390,15 @@ void EngineLoop::fail_all() {
   std::vector<int64_t> ids;
   for (const auto& [id, l] : live_) ids.push_back(id);
   for (int64_t id : ids) {
-    const std::string rid = live_.at(id).rid;
     try {
       engine_.abort(id);
     } catch (const std::exception& e) {
-      spdlog::error("aborting request {} after a failed step: {}", rid, e.what());
+      spdlog::error("aborting request {} after a failed step: {}", live_.at(id).rid, e.what());
     }
+  }
+  publish();  // before the answers, as for a step's
+  for (int64_t id : ids) {
+    const std::string rid = live_.at(id).rid;
     spdlog::error("request {}: failed by the engine step's error", rid);
     TokenDelta d;
     d.finish = FinishReason::Error;

@@ -36,6 +36,9 @@ def test_abort_request_by_rid(ids_server):
     out = result["r"].json()
     assert out["meta_info"]["finish_reason"]["type"] == "abort"
     assert 0 < out["meta_info"]["completion_tokens"] < 2000
+    # Its answer came after the state dropped it: no polling needed.
+    owned = ids_server.get("/layout").json()["owners"]
+    assert all("abort-me" not in o for o in owned), owned
     ids_server.wait_drained()
     assert ids_server.post("/abort_request", {"rid": "abort-me"}).json()["aborted"] is False
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/logit_penalties.h"
+#include "engine/sampler.h"
 
 namespace splash {
 namespace {
@@ -66,6 +67,24 @@ TEST(LogitPenalties, RepetitionPenaltyBelowOneFavoursSeenTokensAndNeutralChanges
   p.presence_penalty = -2.0f;
   adjust_logits(banned, p, both);
   EXPECT_TRUE(std::isinf(banned[0]) && banned[0] < 0);
+}
+
+// Any repetition penalty validate() accepts (> 0, finite) leaves a row the sampler takes: a tiny one
+// saturates a positive logit rather than making it +inf (no finite maximum: the request failed as an
+// internal fault, a 500).
+TEST(LogitPenalties, TinyRepetitionPenaltyLeavesASampleableRow) {
+  SeenTokens seen(std::vector<int32_t>{0});
+  std::vector<float> row = {1e10f, 2.0f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 1;
+  p.repetition_penalty = 1e-30f;
+  validate(p);
+  adjust_logits(row, p, seen);
+  EXPECT_TRUE(std::isfinite(row[0]) && row[0] > 2.0f) << row[0];
+  const SampleResult s = sample_token(row, p, 1, 0);
+  EXPECT_EQ(s.token, 0);
+  EXPECT_FLOAT_EQ(s.logprob, 0.0f);
 }
 
 }  // namespace
