@@ -22,7 +22,9 @@ namespace {
 
 using httplib::Server;
 
-bool is_open_path(const std::string& path) { return path == "/health" || path == "/metrics"; }
+bool is_open_path(const std::string& path) {
+  return path == "/health" || path == "/health_generate" || path == "/metrics";
+}
 
 // --max-request-bytes' default: room for a context of JSON-escaped text or token ids with their
 // fields (about 4 bytes of text or 7 of id per token; escapes reach 6 bytes per character).
@@ -184,6 +186,7 @@ int serve_http(Engine& engine, const ServerOptions& opt, const LaunchInfo& launc
   add_sglang_routes(routes, ctx);
   add_tokenize_routes(routes, ctx);
   add_admin_routes(routes, ctx);
+  add_health_generate_route(routes, ctx);
   add_layout_routes(routes, ctx);
   add_rl_routes(routes, ctx);
   if (!server.bind(opt.host, opt.port))

@@ -33,6 +33,11 @@ void ServerMetrics::record_generated(int64_t tokens) {
   generated_tokens_ += tokens;
 }
 
+int64_t ServerMetrics::generated_tokens() const {
+  std::lock_guard lk(mu_);
+  return generated_tokens_;
+}
+
 void ServerMetrics::observe_ttft(double seconds) {
   std::lock_guard lk(mu_);
   ttft_.observe(seconds);

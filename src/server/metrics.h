@@ -21,6 +21,7 @@ class ServerMetrics {
 
   void record_admitted(int64_t prompt_tokens);
   void record_generated(int64_t tokens);
+  int64_t generated_tokens() const;  // so far (/health_generate watches it)
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
   // A finished request: its time waiting for its first step and from arrival to the end.

@@ -13,6 +13,8 @@ void add_sglang_routes(RouteTable& s, ServerContext& ctx);
 void add_tokenize_routes(RouteTable& s, ServerContext& ctx);
 // /health, /metrics, /version, /get_model_info, /get_server_info, /flush_cache.
 void add_admin_routes(RouteTable& s, ServerContext& ctx);
+// SGLang's /health_generate: 200 once the engine makes a token.
+void add_health_generate_route(RouteTable& s, ServerContext& ctx);
 // The RL trainer's cycle, with SGLang's names: /pause_generation, /continue_generation,
 // /update_weights_from_disk, /release_memory_occupation, /resume_memory_occupation.
 void add_rl_routes(RouteTable& s, ServerContext& ctx);

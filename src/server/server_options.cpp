@@ -5,7 +5,7 @@ namespace splash {
 void add_server_flags(CLI::App& cmd, ServerOptions& o) {
   cmd.add_option("--host", o.host, "address to listen on")->capture_default_str();
   cmd.add_option("--port", o.port, "port to listen on")->capture_default_str()->check(CLI::Range(1, 65535));
-  cmd.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (except /health and /metrics)");
+  cmd.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (except /health, /health_generate and /metrics)");
   cmd.add_option("--served-model-name", o.served_model_name, "the model name clients send (default: --model)");
   // --threads-http was the size of a fixed thread pool; connections now get threads on demand.
   cmd.add_option("--max-connections,--threads-http", o.max_connections,

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import requests
 
 from conftest import API_KEY, MODEL, ROOT, Server, text_model_dir
 
@@ -101,6 +102,35 @@ def test_flush_cache_and_pause_show_at_once(json_server):
         assert state()["generation_paused"] is True
         assert json_server.post("/continue_generation").status_code == 200
         assert state()["generation_paused"] is False
+
+
+def test_health_generate(json_server):
+    """SGLang's probe: open like /health; idle, it makes one token itself; busy, it waits for any new token
+    instead of queueing; paused, 503."""
+    def probe():
+        return requests.get(json_server.url + "/health_generate", timeout=30)  # no API key
+    json_server.wait_drained()
+    before = json_server.metrics()
+    r = probe()
+    assert r.status_code == 200 and r.json() == {"status": "ok"}, r.text
+    after = json_server.wait_drained()
+    assert after["splash_generation_tokens_total"] == before["splash_generation_tokens_total"] + 1
+    assert after["splash_prompt_tokens_total"] == before["splash_prompt_tokens_total"] + 1
+
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(json_server.post, "/generate", {"input_ids": [5, 6, 7], "sampling_params": {
+            "max_new_tokens": 400, "ignore_eos": True}})
+        while json_server.metrics()["splash_num_requests_running"] < 1:
+            time.sleep(0.02)
+        prompts = json_server.metrics()["splash_prompt_tokens_total"]
+        assert probe().status_code == 200
+        assert json_server.metrics()["splash_prompt_tokens_total"] == prompts  # no probe request was added
+        assert json_server.post("/pause_generation", {"mode": "in_place"}).status_code == 200
+        r = probe()
+        assert r.status_code == 503 and "paused" in r.json()["error"]["message"], r.text
+        assert json_server.post("/continue_generation").status_code == 200
+        assert running.result(timeout=60).status_code == 200
+    json_server.wait_drained()
 
 
 def test_json_log_lines_and_finished_request(json_server):
