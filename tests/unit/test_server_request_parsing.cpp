@@ -142,6 +142,25 @@ TEST(ServerSglangRequest, SingleBatchAndDefaults) {
   EXPECT_EQ(parse_generate_request(json::parse(R"({"input_ids": [5]})"), m).rids[0].size(), 32u);
 }
 
+// n samples of each input: entries in input order, sample j with seed + j and rid-j, answered as a list.
+TEST(ServerSglangRequest, NSamplesExpandInInputOrder) {
+  const ModelInfo m = ids_model();
+  const GenerateRequest r = parse_generate_request(
+      json::parse(R"({"input_ids": [[5], [6]], "rid": "g", "sampling_params": {"n": 3, "seed": 10}})"), m);
+  ASSERT_TRUE(r.batch);
+  ASSERT_EQ(r.inputs.size(), 6u);
+  EXPECT_EQ(r.rids, (std::vector<std::string>{"g-0-0", "g-0-1", "g-0-2", "g-1-0", "g-1-1", "g-1-2"}));
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(r.inputs[k], std::vector<int32_t>{k < 3 ? 5 : 6}) << k;
+    EXPECT_EQ(*r.params[k].seed, 10u + k % 3) << k;
+  }
+  const GenerateRequest one = parse_generate_request(json::parse(R"({"input_ids": [5], "sampling_params": {"n": 2}})"), m);
+  EXPECT_TRUE(one.batch);
+  EXPECT_EQ(one.inputs.size(), 2u);
+  EXPECT_FALSE(one.params[0].seed.has_value());  // unseeded samples draw their own seeds
+  EXPECT_FALSE(parse_generate_request(json::parse(R"({"input_ids": [5], "sampling_params": {"n": 1}})"), m).batch);
+}
+
 TEST(ServerSglangRequest, Errors) {
   const ModelInfo m = ids_model();
   auto err = [&](const char* body) { return api_error_of([&] { parse_generate_request(json::parse(body), m); }); };
@@ -150,7 +169,10 @@ TEST(ServerSglangRequest, Errors) {
   EXPECT_EQ(err(R"({"input_ids": []})").param, "input_ids");
   EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"max_new_tokens": 0}})").param, "max_new_tokens");
   EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"max_tokens": 3}})").param, "sampling_params.max_tokens");
-  EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"n": 2}})").param, "n");
+  EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"n": 0}})").param, "n");
+  EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"n": 129}})").param, "n");
+  EXPECT_EQ(err(R"({"input_ids": [[5], [6]], "sampling_params": [{"n": 2}, {"n": 3}]})").param, "sampling_params.n");
+  EXPECT_EQ(err(R"({"input_ids": [[5], [6], [7], [8], [9]], "sampling_params": {"n": 128}})").param, "sampling_params.n");
   EXPECT_EQ(err(R"({"input_ids": [5], "sampling_params": {"stop": "x"}})").param, "stop");
   EXPECT_EQ(err(R"({"input_ids": [[5], [6]], "sampling_params": [{}]})").param, "sampling_params");
   EXPECT_EQ(err(R"({"input_ids": [5], "rid": ["a"]})").param, "rid");
