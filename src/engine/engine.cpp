@@ -507,16 +507,16 @@ void Engine::cache_blocks(const Request& r, int64_t n_new, Layout layout) {
 }
 
 SampleResult Engine::sample(Request& r, std::span<const float> logits) const {
-  std::vector<float> adjusted;
-  if (r.params.adjusts_logits()) {
+  const bool adjust = r.params.adjusts_logits(), suppress = r.stops_suppressed();
+  if (!adjust && !suppress) return sample_token(logits, r.params, r.seed, r.output.size());
+  std::vector<float> row(logits.begin(), logits.end());  // one copy of the vocabulary row for both
+  if (adjust) {
     if (!r.seen) r.seen = std::make_unique<SeenTokens>(r.prompt);
     r.seen->catch_up(r.output);
-    adjusted.assign(logits.begin(), logits.end());
-    adjust_logits(adjusted, r.params, *r.seen);
-    logits = adjusted;
+    adjust_logits(row, r.params, *r.seen);
   }
-  if (r.stops_suppressed()) logits = adjusted = suppress_stop_tokens(logits, r.params, eos_);
-  return sample_token(logits, r.params, r.seed, r.output.size());
+  if (suppress) suppress_stop_tokens(row, r.params, eos_);
+  return sample_token(row, r.params, r.seed, r.output.size());
 }
 
 std::vector<RequestOutput> Engine::take_tokens(const StepPlan& plan, const std::vector<Request*>& batch,

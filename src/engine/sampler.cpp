@@ -265,15 +265,12 @@ SampleResult sample_token(std::span<const float> logits, const SamplingParams& p
   return r;
 }
 
-std::vector<float> suppress_stop_tokens(std::span<const float> logits, const SamplingParams& p,
-                                        std::optional<int32_t> eos) {
-  std::vector<float> out(logits.begin(), logits.end());
+void suppress_stop_tokens(std::span<float> logits, const SamplingParams& p, std::optional<int32_t> eos) {
   auto ban = [&](int32_t id) {
-    if (id >= 0 && static_cast<size_t>(id) < out.size()) out[id] = -std::numeric_limits<float>::infinity();
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = -std::numeric_limits<float>::infinity();
   };
   if (eos && !p.ignore_eos) ban(*eos);
   for (int32_t id : p.stop_token_ids) ban(id);
-  return out;
 }
 
 }  // namespace splash

@@ -32,9 +32,8 @@ struct SampleResult {
 SampleResult sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t seed,
                           uint64_t step);
 
-// A copy of `logits` in which EOS (unless p.ignore_eos) and p.stop_token_ids are -inf, for a request
-// still short of p.min_tokens: they cannot be picked, and logprobs are of what can.
-std::vector<float> suppress_stop_tokens(std::span<const float> logits, const SamplingParams& p,
-                                        std::optional<int32_t> eos);
+// Sets EOS (unless p.ignore_eos) and p.stop_token_ids to -inf in `logits`, for a request still short of
+// p.min_tokens: they cannot be picked, and logprobs are of what can. Ids outside the row are ignored.
+void suppress_stop_tokens(std::span<float> logits, const SamplingParams& p, std::optional<int32_t> eos);
 
 }  // namespace splash

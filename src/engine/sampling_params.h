@@ -39,6 +39,13 @@ struct SamplingParams {
 
 inline constexpr int kMaxLogprobs = 20;
 
+// Sample j of the n drawn from one prompt (OpenAI's and SGLang's n): seed + j when seeded, so each
+// sample is the prompt alone with that seed.
+inline SamplingParams nth_sample(SamplingParams p, int j) {
+  if (p.seed) *p.seed += static_cast<uint64_t>(j);
+  return p;
+}
+
 // Throws splash::Error with a message naming the field: negative/NaN/infinite temperature, top_p
 // outside (0,1], top_k < -1, min_p outside [0,1], max_tokens < 1, min_tokens < 0, logprobs > 20 or
 // < -1, empty stop string, negative stop token id, a penalty or bias out of its range, a negative or

@@ -12,7 +12,6 @@
 namespace splash {
 namespace {
 
-
 constexpr SamplingField kCommonFields[] = {
     {"temperature", "temperature"}, {"top_p", "top_p"}, {"top_k", "top_k"},
     {"min_p", "min_p"},             {"seed", "seed"},   {"stop", "stop"},
@@ -220,8 +219,7 @@ std::vector<GenerationJob> openai_jobs(const OpenAIRequest& r, const std::string
     for (int j = 0; j < r.n; ++j) {
       GenerationJob job;
       job.prompt = prompt;
-      job.params = r.params;
-      if (r.params.seed) job.params.seed = *r.params.seed + static_cast<uint64_t>(j);
+      job.params = nth_sample(r.params, j);
       job.fit_max_tokens = r.fit_max_tokens;
       job.rid = fmt::format("{}-{}", response_id, jobs.size());
       jobs.push_back(std::move(job));

@@ -126,8 +126,7 @@ void expand_samples(GenerateRequest& r, int n) {
   for (size_t i = 0; i < r.inputs.size(); ++i)
     for (int j = 0; j < n; ++j) {
       inputs.push_back(r.inputs[i]);
-      params.push_back(r.params[i]);
-      if (r.params[i].seed) params.back().seed = *r.params[i].seed + static_cast<uint64_t>(j);
+      params.push_back(nth_sample(r.params[i], j));
       rids.push_back(fmt::format("{}-{}", r.rids[i], j));
     }
   r.batch = true;

@@ -275,7 +275,12 @@ TEST(SamplerGreedy, SuppressedStopTokensAreNeverPicked) {
   SamplingParams p = params(0.0f);
   p.stop_token_ids = {3};
   const std::vector<float> logits = {0.0f, 9.0f, 1.0f, 8.0f, 2.0f};
-  const std::vector<float> masked = suppress_stop_tokens(logits, p, 1);
+  const auto suppressed = [&](std::optional<int32_t> eos) {
+    std::vector<float> row = logits;
+    suppress_stop_tokens(row, p, eos);
+    return row;
+  };
+  const std::vector<float> masked = suppressed(1);
   EXPECT_EQ(sample_token(masked, p, 0, 0).token, 4);
   p.temperature = 1.0f;
   for (uint64_t step = 0; step < 50; ++step) {
@@ -284,8 +289,11 @@ TEST(SamplerGreedy, SuppressedStopTokensAreNeverPicked) {
     EXPECT_NE(t, 3);
   }
   p.ignore_eos = true;  // EOS is then an ordinary token
-  EXPECT_EQ(suppress_stop_tokens(logits, p, 1)[1], 9.0f);
-  EXPECT_EQ(suppress_stop_tokens(logits, p, 99).size(), logits.size());  // ids outside the row are ignored
+  EXPECT_EQ(suppressed(1)[1], 9.0f);
+  p.stop_token_ids = {3, 99};
+  std::vector<float> want = logits;
+  want[3] = -INFINITY;
+  EXPECT_EQ(suppressed(99), want);  // ids outside the row are ignored
 }
 
 TEST(SamplerGreedy, TinyTemperatureActsLikeArgmax) {
